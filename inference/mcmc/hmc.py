@@ -1,0 +1,145 @@
+"""Hamiltonian Monte Carlo and relativistic HMC as batched ``init`` / ``step`` kernels.
+
+* HMC: seed 002_c38d9063238be78e.txt Algorithm 2.1 with leapfrog (2.2)-(2.4) and the Metropolis correction
+  (2.5); seed 000_02c29175254ceb0c.txt Alg. 3 / (2.19) for a general (here diagonal) mass matrix.  The
+  gradient at the current point is cached in the state, so one step costs ``num_steps`` gradient calls.
+* Relativistic HMC: seed 000 Ch. 3, Sec. "Relativistic HMC": momentum drawn exactly from ∝ exp(-K(p)) with the
+  independent-momenta kinetic energy (3.4), leapfrog with the position update x += eps M^{-1}(p) p (3.8), same
+  Metropolis test.  It is HMC with ``RelativisticKinetic`` (``rhmc_step``).
+
+State and info follow the BlackJAX shape: positions are ``[chains, d]``, the log density is a callable on
+``[chains, d]`` returning ``[chains]`` (chains must not interact inside it), randomness comes from an explicit
+``torch.Generator``.  A transition whose energy error exceeds ``divergence_threshold`` (or is not finite) is
+flagged divergent and rejected.
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple, Optional
+
+import torch
+from torch import Tensor
+
+from .kinetic import GaussianKinetic, RelativisticKinetic
+
+LogDensity = Callable[[Tensor], Tensor]
+
+
+class HMCState(NamedTuple):
+    position: Tensor        # [chains, d]
+    log_density: Tensor     # [chains]
+    grad: Tensor            # [chains, d], grad of log density
+
+
+class HMCInfo(NamedTuple):
+    acceptance_rate: Tensor  # [chains], min(1, exp(-dH))
+    is_accepted: Tensor      # [chains] bool
+    is_divergent: Tensor     # [chains] bool
+    energy: Tensor           # [chains], Hamiltonian of the returned state
+    num_grad_evals: int      # per chain
+
+
+def value_and_grad(logdensity: LogDensity, position: Tensor) -> tuple[Tensor, Tensor]:
+    """log p(x) and grad_x log p(x) for a batch of independent positions."""
+    with torch.enable_grad():
+        x = position.detach().requires_grad_(True)
+        lp = logdensity(x)
+        if lp.shape != x.shape[:-1]:
+            raise ValueError(f"log density must map positions {tuple(x.shape)} to {tuple(x.shape[:-1])}, "
+                             f"got {tuple(lp.shape)}")
+        (g,) = torch.autograd.grad(lp.sum(), x)
+    return lp.detach(), g.detach()
+
+
+def check_position(position: Tensor) -> None:
+    if not isinstance(position, Tensor) or position.ndim != 2:
+        shape = tuple(position.shape) if isinstance(position, Tensor) else type(position).__name__
+        raise ValueError(f"position must be a [chains, d] tensor (use x[None] for one chain), got {shape}")
+    if not bool(torch.isfinite(position).all()):
+        raise ValueError("position contains NaN or inf; start the chains at finite points")
+
+
+def as_column(value, position: Tensor, name: str) -> Tensor:
+    """A scalar or per-chain [chains] hyperparameter as a [chains, 1] (or scalar) tensor on the position's device."""
+    t = torch.as_tensor(value, dtype=position.dtype, device=position.device)
+    if not bool((t > 0).all()) or not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{name} must be positive and finite, got {value}")
+    if t.ndim == 0:
+        return t
+    if t.shape != position.shape[:1]:
+        raise ValueError(f"{name} must be a scalar or have shape [chains]={tuple(position.shape[:1])}")
+    return t.unsqueeze(-1)
+
+
+def init(position: Tensor, logdensity: LogDensity) -> HMCState:
+    check_position(position)
+    lp, g = value_and_grad(logdensity, position)
+    if not bool(torch.isfinite(lp).all()):
+        raise ValueError("log density is not finite at the initial position")
+    return HMCState(position.detach(), lp, g)
+
+
+def leapfrog(position: Tensor, momentum: Tensor, grad: Tensor, logdensity: LogDensity, step_size: Tensor,
+             num_steps: int, velocity: Callable[[Tensor], Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``num_steps`` leapfrog steps (2.2)-(2.4); consecutive half momentum steps are fused."""
+    p = momentum + 0.5 * step_size * grad
+    x, lp, g = position, None, grad
+    for t in range(num_steps):
+        x = x + step_size * velocity(p)                                     # (2.3) / x += eps M^{-1}(p) p
+        lp, g = value_and_grad(logdensity, x)
+        p = p + (step_size if t < num_steps - 1 else 0.5 * step_size) * g   # (2.4) + next (2.2)
+    return x, p, lp, g
+
+
+def step(state: HMCState, generator: Optional[torch.Generator], logdensity: LogDensity, step_size,
+         num_steps: int = 10, kinetic=None, divergence_threshold: float = 1000.0) -> tuple[HMCState, HMCInfo]:
+    """One HMC transition per chain (Algorithm 2.1). ``kinetic`` defaults to the identity-mass Gaussian."""
+    if int(num_steps) != num_steps or num_steps < 1:
+        raise ValueError(f"num_steps must be a positive integer, got {num_steps}")
+    kinetic = GaussianKinetic() if kinetic is None else kinetic
+    eps = as_column(step_size, state.position, "step_size")
+    p0 = kinetic.sample(state.position, generator)
+    h0 = -state.log_density + kinetic.energy(p0)
+    x, p, lp, g = leapfrog(state.position, p0, state.grad, logdensity, eps, int(num_steps), kinetic.velocity)
+    h1 = -lp + kinetic.energy(p)
+    d_energy = h1 - h0
+    divergent = ~(d_energy < divergence_threshold)                         # also catches NaN
+    accept_prob = torch.where(divergent, torch.zeros_like(h0), torch.exp(torch.clamp(-d_energy, max=0.0)))
+    u = torch.rand(h0.shape, generator=generator, dtype=h0.dtype, device=h0.device)
+    accept = u < accept_prob                                               # (2.5)
+    col = accept.unsqueeze(-1)
+    new = HMCState(torch.where(col, x, state.position), torch.where(accept, lp, state.log_density),
+                   torch.where(col, g, state.grad))
+    return new, HMCInfo(accept_prob, accept, divergent, torch.where(accept, h1, h0), int(num_steps))
+
+
+def rhmc_step(state: HMCState, generator: Optional[torch.Generator], logdensity: LogDensity, step_size,
+              num_steps: int = 10, mass=1.0, c=1.0, divergence_threshold: float = 1000.0) -> tuple[HMCState, HMCInfo]:
+    """Relativistic HMC (seed 000 Ch. 3): HMC with the kinetic energy (3.4); eps * c bounds each move."""
+    return step(state, generator, logdensity, step_size, num_steps, RelativisticKinetic(mass, c),
+                divergence_threshold)
+
+
+def sample(kernel: Callable[[object, Optional[torch.Generator]], tuple[object, NamedTuple]], state,
+           num_samples: int, generator: Optional[torch.Generator] = None, thin: int = 1,
+           burn_in: int = 0, position_of: Callable[[object], Tensor] = lambda s: s.position):
+    """Run ``kernel(state, generator) -> (state, info)`` and collect a trace.
+
+    Returns ``(state, positions [chains, num_samples, d], infos)`` where ``infos`` stacks each info field
+    over the kept draws (ints are summed into totals over all steps).  Draws follow ArviZ's (chain, draw) order.
+    """
+    if num_samples < 1 or thin < 1 or burn_in < 0:
+        raise ValueError("need num_samples >= 1, thin >= 1, burn_in >= 0")
+    kept, infos, totals = [], [], {}
+    for t in range(burn_in + num_samples * thin):
+        state, info = kernel(state, generator)
+        for k, v in info._asdict().items():
+            if isinstance(v, int):
+                totals[k] = totals.get(k, 0) + v
+        if t >= burn_in and (t - burn_in) % thin == thin - 1:
+            kept.append(position_of(state))
+            infos.append(info)
+    stacked = {}
+    for k in infos[0]._fields:
+        v0 = getattr(infos[0], k)
+        stacked[k] = totals[k] if isinstance(v0, int) else torch.stack([getattr(i, k) for i in infos], 1)
+    return state, torch.stack(kept, 1), stacked
