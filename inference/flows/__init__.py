@@ -7,6 +7,7 @@ flow parameters) is amortised from a [B, C] context, as in a VAE encoder.
 """
 from __future__ import annotations
 
+from inference.flows.coupling import Coupling, CouplingTransform
 from inference.flows.core import DiagNormal, Flow, FlowTransform, LazyTransform, StandardNormal, solve_tanh_shift
 from inference.flows.iaf import IAF, MADE, IAFTransform, MaskedLinear
 from inference.flows.planar import Planar, PlanarTransform, Radial, RadialTransform
@@ -15,7 +16,7 @@ from inference.flows.sylvester import (HouseholderSylvester, OrthogonalSylvester
 
 __all__ = ["Flow", "FlowTransform", "LazyTransform", "StandardNormal", "DiagNormal", "solve_tanh_shift",
            "Planar", "PlanarTransform", "Radial", "RadialTransform", "IAF", "MADE", "IAFTransform",
-           "MaskedLinear", "OrthogonalSylvester", "HouseholderSylvester", "TriangularSylvester",
+           "MaskedLinear", "Coupling", "CouplingTransform", "OrthogonalSylvester", "HouseholderSylvester", "TriangularSylvester",
            "SylvesterTransform", "bjorck_orthonormalise", "householder_product",
            "planar_flow", "radial_flow", "iaf_flow", "sylvester_flow"]
 
