@@ -78,8 +78,7 @@ class IAFTransform(FlowTransform):
             x = x + torch.zeros_like(self.h_ctx[..., :1])   # broadcast samples over the context batch
         for _ in range(y.shape[-1]):                          # one more exact coordinate per pass
             mu, s = self.made(x, self.h_ctx)
-            gate = torch.sigmoid(s)
-            x = (y - (1 - gate) * mu) / gate
+            x = y + (y - mu) * torch.exp(-s)   # = (y - (1 - sigmoid(s)) mu) / sigmoid(s), no 0/0
         return x
 
 
