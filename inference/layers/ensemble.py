@@ -49,7 +49,8 @@ class Ensemble(nn.Module):
         outs = [m(x) for m in self.members]
         if self.priors is not None:
             with torch.no_grad():
-                outs = [o + self.prior_scale * p(x) for o, p in zip(outs, self.priors)]
+                prior_outs = [p(x) for p in self.priors]
+            outs = [o + self.prior_scale * p for o, p in zip(outs, prior_outs)]
         return torch.stack(outs)
 
     def sample_member(self, generator: torch.Generator | None = None) -> int:

@@ -10,11 +10,14 @@ from inference.flows import (Coupling, Flow, HouseholderSylvester, OrthogonalSyl
 
 
 @pytest.fixture(autouse=True)
-def _float64():
-    old = torch.get_default_dtype()
+def _float64_one_thread():
+    """float64 for exact identities; one thread (tiny ops; the shared CPU is oversubscribed otherwise)."""
+    old, threads = torch.get_default_dtype(), torch.get_num_threads()
     torch.set_default_dtype(torch.float64)
+    torch.set_num_threads(1)
     yield
     torch.set_default_dtype(old)
+    torch.set_num_threads(threads)
 
 
 FACTORIES = {
