@@ -195,3 +195,15 @@ def test_context_errors():
         sylvester_flow(2, 1, "diagonal")
     with pytest.raises(ValueError, match="M <= D"):
         OrthogonalSylvester(3, 5)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_flows_follow_module_device(device):
+    c = torch.randn(3, 5, device=device)
+    for kind in ["planar", "radial", "iaf", "o_snf", "h_snf", "t_snf"]:
+        flow = FACTORIES[kind](4, 5).to(device)
+        d = flow(c)
+        z = d.rsample((2,))
+        lp = d.log_prob(z.clone())                   # inverse path on the device too
+        assert z.device.type == device and lp.shape == (2, 3) and torch.isfinite(lp).all()
+        assert torch.allclose(lp, d.log_prob(z), atol=1e-6)

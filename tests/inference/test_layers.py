@@ -256,3 +256,21 @@ def test_hypernet_weight_norm_and_learning():
     assert torch.isfinite(net.kl(3))
     losses = _fit(net)
     assert losses[-1] < 0.2 * losses[0]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_layers_follow_module_device(device):
+    x = torch.randn(4, 3, device=device)
+    mods = [BayesLinear(3, 2, prior=ScaleMixturePrior()), BayesLinear(3, 2, local_reparam=False), NoisyLinear(3, 2),
+            NoisyLinear(3, 2, factorised=False), MNFLinear(3, 2), BayesianHypernetMLP([3, 4, 2]),
+            Ensemble(lambda: nn.Linear(3, 2), 3, prior_scale=1.0)]
+    for m in mods:
+        m = m.to(device)
+        y = m(x)
+        assert y.device.type == device
+        if hasattr(m, "kl"):
+            assert torch.isfinite(m.kl()) and m.kl().device.type == device
+        if isinstance(m, NoisyLinear):
+            m.reset_noise()
+    assert ucb_action(mods[-1].to(device)(x), 1.0).device.type == device
+    assert bootstrap_mask(5, 3, device=device).device.type == device
