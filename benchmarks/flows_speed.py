@@ -130,12 +130,31 @@ def measure(impls, reps, backward):
     return {k: statistics.median(v) * 1e3 for k, v in times.items()}
 
 
+def report(res):
+    """Markdown tables from the results JSON (for docs/inference_vi_flows_layers.md)."""
+    lines = ["| flow | D | ours fwd / fwd+bwd (ms) | Pyro | zuko | ratio to fastest peer (fwd / fwd+bwd) |",
+             "|---|---|---|---|---|---|"]
+    fmt = lambda e: f"{e['fwd_ms']:.2f} / {e['fwd_bwd_ms']:.2f}" if e else "-"  # noqa: E731
+    for r in res["flows"]:
+        ratio = (f"{r['ratio_fwd_ms_vs_fastest_peer']:.2f} / {r['ratio_fwd_bwd_ms_vs_fastest_peer']:.2f}"
+                 if "ratio_fwd_ms_vs_fastest_peer" in r else "no peer")
+        lines.append(f"| {r['flow']} | {r['dim']} | {fmt(r['ours'])} | {fmt(r.get('pyro'))} | {fmt(r.get('zuko'))} | {ratio} |")
+    lines += ["", "| layer (256 -> 256, batch 256) | fwd+bwd (ms) | ratio to nn.Linear |", "|---|---|---|"]
+    for r in res["layers"]["rows"]:
+        lines.append(f"| {r['layer']} | {r['fwd_bwd_ms']:.2f} | {r['ratio_vs_nn_linear']:.2f} |")
+    print("\n".join(lines))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--report", action="store_true", help="print markdown tables from the results JSON")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--dims", type=int, nargs="+", default=[2, 16, 64])
     ap.add_argument("--out", default=RESULTS)
     args = ap.parse_args()
+    if args.report:
+        report(json.load(open(args.out)))
+        return
     torch.set_num_threads(1)
     torch.manual_seed(0)
     import pyro
