@@ -8,10 +8,26 @@ import torch
 from inference import targets
 from inference.mcmc import adaptation, hmc, kinetic, sgmcmc, tempering
 
-torch.set_default_dtype(torch.float64)
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # small tensors: extra intra-op threads only add contention on a shared CPU; restore afterwards
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
 
-COV = torch.tensor([[1.0, 0.8], [0.8, 2.0]])
-GAUSS = torch.distributions.MultivariateNormal(torch.tensor([1.0, -2.0]), COV)
+
+
+@pytest.fixture(autouse=True)
+def _float64():
+    # these tests compare against exact identities in double precision; restore the default afterwards
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
+
+COV = torch.tensor([[1.0, 0.8], [0.8, 2.0]], dtype=torch.float64)
+GAUSS = torch.distributions.MultivariateNormal(torch.tensor([1.0, -2.0], dtype=torch.float64), COV)
 
 
 def corr_gauss(x):
@@ -106,7 +122,7 @@ def test_hmc_recovers_a_gaussian_posterior_from_a_bad_start():
     flat = draws.reshape(-1, 2)
     assert torch.allclose(flat.mean(0), GAUSS.mean, atol=0.08)
     assert torch.allclose(torch.cov(flat.T), COV, atol=0.15)
-    assert info["num_grad_evals"] == 200 * 8
+    assert info["num_grad_evals"] == (30 + 100) * 8          # per chain, burn-in included
     assert info["acceptance_rate"].shape == (200, 100)
 
 
