@@ -1,0 +1,40 @@
+"""Agents: ``agents.make(name, observation_space, action_space, overrides, device)``."""
+from __future__ import annotations
+
+import difflib
+
+from agents.config import ConfigError, apply_overrides
+
+__all__ = ["make", "names", "config_class", "ConfigError"]
+
+
+def _registry() -> dict[str, type]:
+    from agents.svg0 import SVG0Agent
+
+    return {"svg0": SVG0Agent}
+
+
+def names() -> list[str]:
+    return sorted(_registry())
+
+
+def agent_class(name: str) -> type:
+    registry = _registry()
+    if name not in registry:
+        close = difflib.get_close_matches(name, registry, n=3, cutoff=0.4)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise ConfigError(f"unknown agent {name!r}.{hint} Available: {', '.join(sorted(registry))}")
+    return registry[name]
+
+
+def config_class(name: str) -> type:
+    return agent_class(name).Config
+
+
+def make(name: str, observation_space, action_space, config=None, device="cpu"):
+    cls = agent_class(name)
+    return cls(observation_space, action_space, config if config is not None else cls.Config(), device)
+
+
+def resolve_config(name: str, overrides: dict[str, str]):
+    return apply_overrides(config_class(name)(), overrides)

@@ -1,0 +1,69 @@
+"""Environments: ``envs.make(name)`` returns a ``gymnasium.Env`` with a ``Dict`` observation split into named groups.
+
+Names:
+- every dm_control suite task as ``domain-task`` (``cartpole-swingup``, ``walker-walk``, ``humanoid-run``, ...);
+- Gymnasium ids as ``gym:<id>`` (``gym:Humanoid-v5``, ``gym:Pendulum-v1``, ...).
+
+Every environment observes a ``Dict`` of flat float32 groups: ``proprio`` always, ``task`` where the task has
+task information (targets, goals, external objects). Continuous actions are scaled to [-1, 1].
+"""
+from __future__ import annotations
+
+import difflib
+import os
+
+# Headless rendering: EGL unless the user chose a backend; must be set before mujoco/dm_control import.
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import gymnasium as gym  # noqa: E402
+
+__all__ = ["make", "names", "UnknownEnvError"]
+
+
+class UnknownEnvError(ValueError):
+    """Raised for an environment name that is not registered; the message suggests close matches."""
+
+
+def _dmc_names() -> list[str]:
+    from dm_control import suite
+
+    return [f"{domain}-{task}" for domain, task in suite.ALL_TASKS]
+
+
+def _gym_names() -> list[str]:
+    return [f"gym:{env_id}" for env_id in sorted(gym.registry)]
+
+
+def names() -> list[str]:
+    """All environment names ``make`` accepts."""
+    return _dmc_names() + _gym_names()
+
+
+def make(name: str, seed: int | None = None, action_repeat: int = 1, **kwargs) -> gym.Env:
+    """Build the environment called ``name`` (see the module docstring for the naming scheme).
+
+    ``seed`` seeds the environment's own random state (initial states, targets); ``action_repeat`` repeats each
+    action that many simulator control steps and sums the rewards. Extra keyword arguments go to the underlying
+    constructor (dm_control ``environment_kwargs`` / ``gymnasium.make`` kwargs).
+    """
+    if not isinstance(action_repeat, int) or action_repeat < 1:
+        raise ValueError(f"action_repeat must be a positive integer, got {action_repeat!r}")
+    if name.startswith("gym:"):
+        env_id = name[len("gym:"):]
+        if env_id not in gym.registry:
+            raise _unknown(name)
+        from envs.gym_env import GymEnv
+
+        return GymEnv(env_id, seed=seed, action_repeat=action_repeat, **kwargs)
+    if name in _dmc_names():
+        from envs.dmc import DMCEnv
+
+        domain, task = name.split("-", 1)
+        return DMCEnv(domain, task, seed=seed, action_repeat=action_repeat, **kwargs)
+    raise _unknown(name)
+
+
+def _unknown(name: str) -> UnknownEnvError:
+    close = difflib.get_close_matches(name, names(), n=4, cutoff=0.5)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    return UnknownEnvError(f"unknown environment {name!r}.{hint} (`python train.py --list` shows all names)")

@@ -1,0 +1,243 @@
+"""The acting/learning loop behind ``train.py``: one actor writes sequences into replay, the learner samples them.
+
+Everything a run produces lives in its run directory: ``config.json`` (the resolved config), TensorBoard event
+files, ``checkpoints/`` (agents/checkpoint.py) and ``videos/``. ``--resume`` restores networks, optimisers,
+replay, counters and RNG states from the newest complete checkpoint and continues at its step; the interrupted
+episode itself is not restored (the environment starts a fresh episode, seeded from the run seed and the step).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+import agents
+import envs
+from agents import checkpoint
+from agents.config import ConfigError, from_dict
+from agents.observations import ObsLayout
+from agents.replay import SequenceReplay
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    env: str = "cartpole-swingup"
+    agent: str = "svg0"
+    steps: int = 100_000  # environment steps, counting action repeats
+    seed: int = 0
+    action_repeat: int = 1
+    device: str = "auto"
+    logdir: str = ""
+    eval_every: int = 10_000
+    eval_episodes: int = 5
+    video_every: int = 0  # 0: no videos
+    checkpoint_every: int = 10_000
+    log_every: int = 1_000  # environment steps between scalar summaries
+    threads: int = 1  # torch intra-op threads; 1 is fastest for small networks beside a simulator
+
+
+    def validate(self) -> None:
+        for name in ("steps", "action_repeat", "eval_every", "eval_episodes", "checkpoint_every", "log_every",
+                     "threads"):
+            if getattr(self, name) < (0 if name == "steps" else 1):
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.video_every < 0:
+            raise ConfigError("video_every must be >= 0")
+        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise ConfigError(f"device must be auto, cpu or cuda, got {self.device!r}")
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError("--device cuda was requested but no CUDA device is available; use --device cpu or auto")
+    return torch.device(name)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def evaluate(agent, env, layout: ObsLayout, episodes: int, seed: int, record: bool = False):
+    """Mean return of the deterministic policy (the Gaussian's mode) over ``episodes``; frames of the first."""
+    returns, frames = [], []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed + episode)
+        total, done = 0.0, False
+        while not done:
+            if record and episode == 0:
+                frames.append(env.render())
+            action, _ = agent.act(layout.flatten(obs), deterministic=True)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += reward
+            done = terminated or truncated
+        returns.append(total)
+    return float(np.mean(returns)), frames
+
+
+def write_video(writer, run_dir: Path, tag: str, frames: list[np.ndarray], step: int, fps: int) -> None:
+    """A GIF in ``videos/`` and in TensorBoard's image tab (no moviepy needed)."""
+    import imageio.v3 as iio
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+    frames = frames[::2]  # half the frames keeps GIFs small
+    data = iio.imwrite("<bytes>", np.stack(frames), extension=".gif", duration=2000 / max(fps, 1), loop=0)
+    (run_dir / "videos").mkdir(exist_ok=True)
+    (run_dir / "videos" / f"eval_{step:09d}.gif").write_bytes(data)
+    height, width = frames[0].shape[:2]
+    image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=data)
+    writer._get_file_writer().add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step)
+
+
+class Trainer:
+    def __init__(self, run: RunConfig, agent_config, resume_from: Path | None = None):
+        run.validate()
+        self.run, self.agent_config = run, agent_config
+        self.run_dir = Path(run.logdir)
+        self.device = resolve_device(run.device)
+        torch.set_num_threads(run.threads)
+        seed_everything(run.seed)
+        self.env = envs.make(run.env, seed=run.seed, action_repeat=run.action_repeat)
+        self.eval_env = envs.make(run.env, seed=run.seed + 10_000, action_repeat=run.action_repeat)
+        self.layout = ObsLayout(self.env.observation_space)
+        self.agent = agents.make(run.agent, self.env.observation_space, self.env.action_space, agent_config,
+                                 self.device)
+        self.rng = np.random.default_rng(run.seed)
+        self.replay = SequenceReplay(agent_config.replay_capacity, self.layout.dim, self.env.action_space.shape[0],
+                                     agent_config.sequence_length, self.rng)
+        self.env_steps = self.actor_steps = self.episodes = 0
+        if resume_from is not None:
+            self._restore(resume_from)
+
+    # -- run directory ---------------------------------------------------------------------------------------
+    def resolved_config(self) -> dict:
+        return {"run": dataclasses.asdict(self.run), "agent": dataclasses.asdict(self.agent_config)}
+
+    def save_checkpoint(self) -> Path:
+        state = {"agent": self.agent.state_dict(), "torch_rng": torch.get_rng_state()}
+        meta = {"config": self.resolved_config(),
+                "counters": {"env_steps": self.env_steps, "actor_steps": self.actor_steps,
+                             "episodes": self.episodes},
+                "numpy_rng": self.rng.bit_generator.state, "replay": self.replay.counters()}
+        return checkpoint.save(self.run_dir / "checkpoints", self.env_steps, state, self.replay.arrays(), meta)
+
+    def _restore(self, path: Path) -> None:
+        meta, state, replay_arrays = checkpoint.load(path, device=self.device)
+        try:
+            self.agent.load_state_dict(state["agent"])
+            self.replay.load(replay_arrays, meta["replay"])
+            torch.set_rng_state(state["torch_rng"].cpu())
+            self.rng.bit_generator.state = meta["numpy_rng"]
+            counters = meta["counters"]
+        except (KeyError, ValueError, RuntimeError, TypeError) as e:
+            raise checkpoint.CheckpointError(f"{path} does not match this run's agent/config: {e}") from None
+        self.env_steps, self.actor_steps = counters["env_steps"], counters["actor_steps"]
+        self.episodes = counters["episodes"]
+
+    # -- the loop --------------------------------------------------------------------------------------------
+    def train(self) -> dict:
+        from torch.utils.tensorboard import SummaryWriter
+
+        run, cfg = self.run, self.agent_config
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        checkpoint.atomic_write_text(self.run_dir / "config.json", json.dumps(self.resolved_config(), indent=1))
+        # purge_step drops events logged after the checkpoint by a run that was killed
+        writer = SummaryWriter(str(self.run_dir), purge_step=self.env_steps if self.env_steps else None)
+        fps = self.env.metadata.get("render_fps", 30)
+
+        obs, _ = self.env.reset(seed=run.seed + self.env_steps)
+        flat = self.layout.flatten(obs)
+        self.replay.start_episode(flat)
+        episode_return, episode_length = 0.0, 0
+        sums: dict[str, float] = {}
+        count = 0
+        updates_at_log, steps_at_log, time_at_log = self.agent.updates, self.env_steps, time.perf_counter()
+        last_return = eval_return = float("nan")
+        bar = tqdm(total=run.steps, initial=self.env_steps, unit="step", dynamic_ncols=True, mininterval=1.0,
+                   desc=f"{run.agent} {run.env}")
+        while self.env_steps < run.steps:
+            action, log_prob = self.agent.act(flat)
+            obs, reward, terminated, truncated, _ = self.env.step(action)
+            if not math.isfinite(reward):
+                raise ValueError(f"environment {run.env} returned a non-finite reward {reward}")
+            flat = self.layout.flatten(obs)
+            over = terminated or truncated
+            self.replay.add(action, log_prob, reward, terminated, flat, over)
+            previous = self.env_steps
+            self.env_steps += run.action_repeat
+            self.actor_steps += 1
+            bar.update(run.action_repeat)
+            episode_return += reward
+            episode_length += 1
+            if over:
+                self.episodes += 1
+                last_return = episode_return
+                writer.add_scalar("train/episode_return", episode_return, self.env_steps)
+                writer.add_scalar("train/episode_length", episode_length, self.env_steps)
+                obs, _ = self.env.reset()
+                flat = self.layout.flatten(obs)
+                self.replay.start_episode(flat)
+                episode_return, episode_length = 0.0, 0
+
+            if self.actor_steps >= cfg.learning_starts and self.actor_steps % cfg.update_every == 0:
+                metrics = self.agent.update(self.replay.sample(cfg.batch_size, self.device))
+                for k, v in metrics.items():
+                    sums[k] = sums.get(k, 0.0) + v
+                count += 1
+
+            def crossed(every: int) -> bool:
+                return every > 0 and self.env_steps // every > previous // every
+
+            done = self.env_steps >= run.steps
+            if crossed(run.log_every) or done:
+                now = time.perf_counter()
+                elapsed = max(now - time_at_log, 1e-9)
+                env_rate = (self.env_steps - steps_at_log) / elapsed
+                writer.add_scalar("perf/env_steps_per_s", env_rate, self.env_steps)
+                writer.add_scalar("perf/updates_per_s", (self.agent.updates - updates_at_log) / elapsed,
+                                  self.env_steps)
+                writer.add_scalar("replay/size", len(self.replay), self.env_steps)
+                for k, v in sums.items():
+                    writer.add_scalar(k, v / count, self.env_steps)
+                sums, count = {}, 0
+                updates_at_log, steps_at_log, time_at_log = self.agent.updates, self.env_steps, now
+                bar.set_postfix(ret=f"{last_return:.1f}", eval=f"{eval_return:.1f}", sps=f"{env_rate:.0f}")
+            record = crossed(run.video_every) or (done and run.video_every > 0)
+            if crossed(run.eval_every) or done or record:
+                eval_return, frames = evaluate(self.agent, self.eval_env, self.layout, run.eval_episodes,
+                                               seed=run.seed + 10_000, record=record)
+                writer.add_scalar("eval/return", eval_return, self.env_steps)
+                if record:
+                    write_video(writer, self.run_dir, "eval/video", frames, self.env_steps, fps)
+                bar.set_postfix(ret=f"{last_return:.1f}", eval=f"{eval_return:.1f}")
+            if crossed(run.checkpoint_every) or done:
+                writer.flush()
+                self.save_checkpoint()
+        bar.close()
+        writer.close()
+        return {"env_steps": self.env_steps, "episodes": self.episodes, "eval_return": eval_return,
+                "last_train_return": last_return}
+
+
+def load_run_config(run_dir: Path) -> tuple[RunConfig, object]:
+    """The resolved configs saved in a run directory (for ``--resume``)."""
+    path = Path(run_dir) / "config.json"
+    try:
+        saved = json.loads(path.read_text())
+        run = from_dict(RunConfig, saved["run"])
+        agent_config = from_dict(agents.config_class(run.agent), saved["agent"])
+    except FileNotFoundError:
+        raise checkpoint.CheckpointError(f"{run_dir} is not a run directory (no config.json)") from None
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise checkpoint.CheckpointError(f"{path} is corrupt ({e.__class__.__name__}: {e})") from None
+    return run, agent_config

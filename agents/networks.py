@@ -1,0 +1,64 @@
+"""Networks shared by the agents: MLPs, the squashed-Gaussian policy head and the state-action critic."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from agents.distributions import SquashedGaussian
+
+
+def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for width in hidden:
+        layers += [nn.Linear(in_dim, width), activation()]
+        in_dim = width
+    layers.append(nn.Linear(in_dim, out_dim))
+    return nn.Sequential(*layers)
+
+
+class GaussianPolicy(nn.Module):
+    """pi(a|s) = tanh(N(mean(s), std(s))).
+
+    The std is bounded: log std = min + (max - min) * sigmoid(raw), so it can neither collapse to 0 nor explode
+    (the seeds leave the parameterisation open; this is the common bounded form).
+    """
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int],
+                 log_std_bounds: tuple[float, float] = (-5.0, 1.0)):
+        super().__init__()
+        self.net = mlp(obs_dim, hidden, 2 * action_dim)
+        self.log_std_min, self.log_std_max = log_std_bounds
+
+    def forward(self, obs: torch.Tensor) -> SquashedGaussian:
+        mean, raw = self.net(obs).chunk(2, dim=-1)
+        log_std = self.log_std_min + (self.log_std_max - self.log_std_min) * torch.sigmoid(raw)
+        return SquashedGaussian(mean, log_std.exp())
+
+
+class QNetwork(nn.Module):
+    """Q(s, a) -> scalar; broadcasts leading dimensions of ``obs`` against ``action``."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int]):
+        super().__init__()
+        self.net = mlp(obs_dim + action_dim, hidden, 1)
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        obs = obs.expand(*action.shape[:-1], obs.shape[-1])
+        return self.net(torch.cat([obs, action], dim=-1)).squeeze(-1)
+
+
+def hard_update(target: nn.Module, online: nn.Module) -> None:
+    """theta_T <- theta_O (Alg 9, step 5: every P learner steps)."""
+    with torch.no_grad():
+        for t, o in zip(target.parameters(), online.parameters()):
+            t.copy_(o)
+
+
+def frozen_copy(module: nn.Module) -> nn.Module:
+    import copy
+
+    target = copy.deepcopy(module)
+    target.requires_grad_(False)
+    return target

@@ -1,0 +1,89 @@
+"""dm_control suite tasks as Gymnasium environments with grouped observations.
+
+Observation groups: dm_control's named observations are flattened and concatenated into ``proprio`` (the body's
+own state) and ``task`` (targets, goals and external objects). A key is task information when it names a target
+or goal, or is listed in ``_TASK_KEYS`` below; everything else is proprioception.
+
+Episode ends: dm_control ends suite episodes by time limit with discount 1 (``truncated``); a step with discount 0
+is a true terminal (``terminated``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import gymnasium as gym
+
+from envs.spaces import ActionScaler, group_space, unit_action_space
+
+# Non-"target" keys that describe the task rather than the body.
+_TASK_KEYS = {"object_pos", "object_vel", "box_pos", "box_vel", "ball_state", "origin", "rangefinder"}
+
+
+def observation_group(key: str) -> str:
+    return "task" if ("target" in key or "goal" in key or key in _TASK_KEYS) else "proprio"
+
+
+class DMCEnv(gym.Env):
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
+
+    def __init__(self, domain: str, task: str, seed: int | None = None, action_repeat: int = 1,
+                 render_size: tuple[int, int] = (240, 320), environment_kwargs: dict | None = None):
+        from dm_control import suite
+
+        self._load = lambda s: suite.load(domain, task, task_kwargs={"random": s},
+                                          environment_kwargs=environment_kwargs or {})
+        self._seed_rng = np.random.default_rng(seed)
+        self._env = self._load(self._next_env_seed())
+        self.action_repeat = action_repeat
+        self.render_mode = "rgb_array"
+        self._render_size = render_size
+
+        self._keys: dict[str, list[str]] = {}
+        sizes: dict[str, int] = {}
+        for key, spec in self._env.observation_spec().items():
+            group = observation_group(key)
+            self._keys.setdefault(group, []).append(key)
+            sizes[group] = sizes.get(group, 0) + int(np.prod(spec.shape, dtype=int))
+        self.observation_space = group_space({g: sizes[g] for g in ("proprio", "task") if g in sizes})
+        spec = self._env.action_spec()
+        self._scale = ActionScaler(spec.minimum, spec.maximum)
+        self.action_space = unit_action_space(spec.shape[0])
+        control_dt = self._env.control_timestep() * action_repeat
+        self.metadata = {**self.metadata, "render_fps": max(1, round(1.0 / control_dt))}
+
+    def _next_env_seed(self) -> int:
+        return int(self._seed_rng.integers(2**31 - 1))
+
+    def _observation(self, time_step) -> dict[str, np.ndarray]:
+        obs = time_step.observation
+        return {g: np.concatenate([np.asarray(obs[k], np.float32).ravel() for k in keys])
+                for g, keys in self._keys.items()}
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        if seed is not None:  # a new seed restarts the task's random stream, as Gymnasium promises
+            self._seed_rng = np.random.default_rng(seed)
+            self._env = self._load(self._next_env_seed())
+        return self._observation(self._env.reset()), {}
+
+    def step(self, action):
+        physical = self._scale(action)
+        reward = 0.0
+        for _ in range(self.action_repeat):
+            time_step = self._env.step(physical)
+            reward += time_step.reward or 0.0
+            if time_step.last():
+                break
+        terminated = time_step.last() and time_step.discount == 0.0
+        truncated = time_step.last() and not terminated
+        return self._observation(time_step), float(reward), bool(terminated), bool(truncated), {}
+
+    def render(self):
+        height, width = self._render_size
+        return self._env.physics.render(height=height, width=width, camera_id=0)
+
+    @property
+    def physics(self):
+        return self._env.physics
+
+    def close(self):
+        self._env.close()

@@ -1,0 +1,138 @@
+"""Train an agent on an environment.
+
+    python train.py --env cartpole-swingup --agent svg0 --steps 100000 --logdir runs/cartpole
+    python train.py --resume runs/cartpole --steps 200000       # continue a run from its last checkpoint
+    python train.py --list                                      # environment names and agents
+    tensorboard --logdir runs
+
+``--set key=value`` sets any field of the agent's config (or of the run config); ``--list`` shows them.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--env", help="environment name, e.g. cartpole-swingup or gym:Pendulum-v1")
+    p.add_argument("--agent", help="agent name, e.g. svg0")
+    p.add_argument("--steps", type=int, help="environment steps to train for (counting action repeats)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--action-repeat", type=int)
+    p.add_argument("--logdir", help="run directory (default: runs/<env>-<agent>-<seed>-<time>)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its newest checkpoint")
+    p.add_argument("--eval-every", type=int)
+    p.add_argument("--eval-episodes", type=int)
+    p.add_argument("--video-every", type=int, help="environment steps between evaluation videos (0: none)")
+    p.add_argument("--checkpoint-every", type=int)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                   help="set a config field, e.g. --set batch_size=256 (repeatable)")
+    p.add_argument("--list", action="store_true", help="list environments, agents and config fields, then exit")
+    return p.parse_args(argv)
+
+
+def print_list() -> None:
+    import agents
+    import envs
+
+    names = envs.names()
+    dmc = [n for n in names if not n.startswith("gym:")]
+    gym = [n for n in names if n.startswith("gym:")]
+    print(f"dm_control suite environments ({len(dmc)}):")
+    for n in dmc:
+        print(f"  {n}")
+    print(f"Gymnasium environments ({len(gym)}):")
+    for n in gym:
+        print(f"  {n}")
+    print("agents:")
+    for name in agents.names():
+        print(f"  {name}: --set keys:")
+        for f in dataclasses.fields(agents.config_class(name)):
+            print(f"      {f.name} = {f.default!r}")
+
+
+def split_overrides(pairs: list[str]) -> dict[str, str]:
+    from agents.config import ConfigError
+
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got {pair!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def build(args: argparse.Namespace):
+    import agents
+    from agents.config import ConfigError, apply_overrides
+    from agents.loop import RunConfig, load_run_config
+    from agents import checkpoint
+
+    overrides = split_overrides(args.overrides)
+    flags = {"env": args.env, "agent": args.agent, "steps": args.steps, "seed": args.seed,
+             "action_repeat": args.action_repeat, "device": args.device, "eval_every": args.eval_every,
+             "eval_episodes": args.eval_episodes, "video_every": args.video_every,
+             "checkpoint_every": args.checkpoint_every}
+    flags = {k: v for k, v in flags.items() if v is not None}
+    if args.resume:
+        run, agent_config = load_run_config(Path(args.resume))
+        changed = [k for k in ("env", "agent", "seed", "action_repeat") if k in flags and flags[k] != getattr(run, k)]
+        if changed or overrides:
+            raise ConfigError(f"--resume continues the saved run; it cannot change {changed or list(overrides)} "
+                              "(start a new run with --logdir instead)")
+        run = dataclasses.replace(run, **{k: v for k, v in flags.items() if k in ("steps", "device", "eval_every",
+                                                                                  "eval_episodes", "video_every",
+                                                                                  "checkpoint_every")})
+        return run, agent_config, checkpoint.latest(Path(args.resume) / "checkpoints")
+    if not args.env or not args.agent:
+        raise ConfigError("--env and --agent are required (or --resume RUN_DIR); see --list")
+    run_fields = {f.name for f in dataclasses.fields(RunConfig)}
+    run_overrides = {k: v for k, v in overrides.items() if k in run_fields}
+    agent_overrides = {k: v for k, v in overrides.items() if k not in run_fields}
+    agent_config = agents.resolve_config(args.agent, agent_overrides)
+    logdir = args.logdir or f"runs/{args.env}-{args.agent}-{flags.get('seed', 0)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run = apply_overrides(RunConfig(**flags, logdir=logdir), run_overrides)
+    if (Path(logdir) / "checkpoints").exists():
+        raise ConfigError(f"{logdir} already holds a run; continue it with --resume {logdir} or pick another --logdir")
+    import envs
+
+    envs.make(run.env, seed=0).close()  # fail fast on a bad name, before creating the run directory
+    return run, agent_config, None
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.list:
+        print_list()
+        return 0
+    from agents.checkpoint import CheckpointError
+    from agents.config import ConfigError
+    from envs import UnknownEnvError
+
+    try:
+        run, agent_config, resume_from = build(args)
+        from agents.loop import Trainer
+
+        trainer = Trainer(run, agent_config, resume_from)
+        if resume_from is not None:
+            print(f"resuming {run.logdir} at step {trainer.env_steps} from {resume_from.name}", file=sys.stderr)
+        result = trainer.train()
+    except (UnknownEnvError, ConfigError, CheckpointError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; resume from the last checkpoint with --resume", file=sys.stderr)
+        return 130
+    print(f"done: {result['env_steps']} env steps, {result['episodes']} episodes, "
+          f"eval return {result['eval_return']:.2f}; logs and checkpoints in {run.logdir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
