@@ -366,10 +366,14 @@ def report(results, img_dir):
             lines.append(f"| {a:g} | {0.0 - a:g} | " + " | ".join(f"{r['mean']:.3f} ± {r['se']:.3f}" for r in vals) + " |")
         lines.append("")
     if "bnn" in results:
-        lines += ["| alpha | test log-lik | RMSE |", "|---|---|---|"]
+        rows = results["bnn"]["rows"]
+        lines += ["| alpha | test log-lik | RMSE | paired LL difference to alpha=1 |", "|---|---|---|---|"]
+        base = {r["split"]: r["test_ll"] for r in rows if r["alpha"] == 1.0}
         for a, s in results["bnn"]["summary"].items():
+            d = np.array([r["test_ll"] - base[r["split"]] for r in rows if r["alpha"] == float(a)])
+            diff = "-" if float(a) == 1.0 else f"{d.mean():+.3f} ± {d.std(ddof=1) / math.sqrt(len(d)):.3f}"
             lines.append(f"| {a} | {s['test_ll_mean']:.3f} ± {s['test_ll_se']:.3f} | "
-                         f"{s['rmse_mean']:.2f} ± {s['rmse_se']:.2f} |")
+                         f"{s['rmse_mean']:.2f} ± {s['rmse_se']:.2f} | {diff} |")
         lines.append("")
     print("\n".join(lines))
     if "vr2d" in results and img_dir:
