@@ -72,15 +72,11 @@ class SylvesterTransform(FlowTransform):
 
     def __init__(self, project, lift, r: Tensor, r_tilde: Tensor, b: Tensor):
         super().__init__()
-        m = r.shape[-1]
-        triu = torch.ones(m, m, dtype=torch.bool, device=r.device).triu(1)
-        zero = torch.zeros((), dtype=r.dtype, device=r.device)
         # strictly upper parts free; diagonals bound * tanh(.) => r_mm r~_mm in (-1, 1) even where tanh
         # saturates to +-1 in floating point (Theorem 2's condition, strictly)
         bound = 1.0 - 1e-6
-        self.r = torch.where(triu, r, zero) + torch.diag_embed(bound * torch.tanh(r.diagonal(dim1=-2, dim2=-1)))
-        self.r_tilde = torch.where(triu, r_tilde, zero) + torch.diag_embed(
-            bound * torch.tanh(r_tilde.diagonal(dim1=-2, dim2=-1)))
+        self.r = r.triu(1) + torch.diag_embed(bound * torch.tanh(r.diagonal(dim1=-2, dim2=-1)))
+        self.r_tilde = r_tilde.triu(1) + torch.diag_embed(bound * torch.tanh(r_tilde.diagonal(dim1=-2, dim2=-1)))
         self.diag_prod = self.r.diagonal(dim1=-2, dim2=-1) * self.r_tilde.diagonal(dim1=-2, dim2=-1)
         self.b, self.project, self.lift = b, project, lift
 
