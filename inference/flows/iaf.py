@@ -76,9 +76,11 @@ class IAFTransform(FlowTransform):
         x = torch.zeros_like(y)
         if self.h_ctx is not None:
             x = x + torch.zeros_like(self.h_ctx[..., :1])   # broadcast samples over the context batch
-        for _ in range(y.shape[-1]):                          # one more exact coordinate per pass
+        for k in range(1, y.shape[-1] + 1):                   # pass k fixes the coordinate of degree k
             mu, s = self.made(x, self.h_ctx)
-            x = y + (y - mu) * torch.exp(-s)   # = (y - (1 - sigmoid(s)) mu) / sigmoid(s), no 0/0
+            x_new = y + (y - mu) * torch.exp(-s)              # = (y - (1 - sigmoid(s)) mu) / sigmoid(s)
+            # keep not-yet-exact coordinates at 0: their garbage could overflow, and inf * (masked 0) = NaN
+            x = torch.where(self.made.deg_in <= k, x_new, torch.zeros_like(x_new))
         return x
 
 
