@@ -211,16 +211,3 @@ def test_flows_follow_module_device(device):
         assert z.device.type == device and lp.shape == (2, 3) and torch.isfinite(lp).all()
         assert torch.allclose(lp, d.log_prob(z), atol=1e-6)
 
-
-def test_iaf_inverse_stays_finite_when_gates_saturate():
-    """Not-yet-exact coordinates are held at 0 during the D inversion passes, so masked weights never
-    multiply an overflowed value (inf * 0 = NaN)."""
-    torch.manual_seed(0)
-    flow = iaf_flow(8, 4, 5, hidden=32)
-    with torch.no_grad():
-        for n, p in flow.named_parameters():
-            if "base" not in n:
-                p.add_(0.5 * torch.randn_like(p))
-    d = flow(torch.randn(1, 5))
-    z = d.rsample((64,))
-    assert torch.isfinite(d.log_prob(z.clone())).all()
