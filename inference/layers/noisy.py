@@ -8,8 +8,8 @@ et al. (2017) as the issue asks (EXTERNAL): factorised noise ``eps_w_ij = f(eps_
 ``sigma = 0.017``.  p = in_features.
 
 Noise is held in buffers and changes only on ``reset_noise()``; in eval mode the layer uses the means
-(deterministic).  Factorised noise is applied as ``x mu^T + ((x * eps_in) sigma^T) * eps_out``, which never
-forms the p x q noise matrix.
+(deterministic).  Factorised noise is stored as the two vectors; the noisy weight matrix is formed per call
+(one elementwise pass over the weights, then a single GEMM -- cheaper than a second GEMM on the batch).
 """
 from __future__ import annotations
 
@@ -71,11 +71,8 @@ class NoisyLinear(nn.Module):
             raise ValueError(f"expected input [..., {self.in_features}], got {tuple(x.shape)}.")
         if not self.training:
             return F.linear(x, self.weight_mu, self.bias_mu)
-        if self.factorised:
-            y = F.linear(x, self.weight_mu, self.bias_mu + self.bias_sigma * self.eps_out)
-            return y + F.linear(x * self.eps_in, self.weight_sigma) * self.eps_out
-        w = self.weight_mu + self.weight_sigma * self.eps_weight
-        return F.linear(x, w, self.bias_mu + self.bias_sigma * self.eps_bias)
+        eps_w, eps_b = self.noise()
+        return F.linear(x, self.weight_mu + self.weight_sigma * eps_w, self.bias_mu + self.bias_sigma * eps_b)
 
 
 def reset_noise(net: nn.Module, generator: torch.Generator | None = None) -> None:
