@@ -5,6 +5,7 @@ from collections.abc import Sequence
 
 import torch
 from torch import nn
+import torch.nn.functional as F
 
 from agents.distributions import SquashedGaussian
 
@@ -21,19 +22,21 @@ def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, activation: type[nn.Mo
 class GaussianPolicy(nn.Module):
     """pi(a|s) = tanh(N(mean(s), std(s))).
 
-    The std is bounded: log std = min + (max - min) * sigmoid(raw), so it can neither collapse to 0 nor explode
-    (the seeds leave the parameterisation open; this is the common bounded form).
+    The log std is the network output softly clamped to [min, max] (identity in between, smooth at the edges), so
+    the std starts near 1 -- broad exploration -- and can neither collapse to 0 nor explode. The seeds leave the
+    parameterisation open.
     """
 
     def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int],
-                 log_std_bounds: tuple[float, float] = (-5.0, 1.0)):
+                 log_std_bounds: tuple[float, float] = (-5.0, 2.0)):
         super().__init__()
         self.net = mlp(obs_dim, hidden, 2 * action_dim)
         self.log_std_min, self.log_std_max = log_std_bounds
 
     def forward(self, obs: torch.Tensor) -> SquashedGaussian:
         mean, raw = self.net(obs).chunk(2, dim=-1)
-        log_std = self.log_std_min + (self.log_std_max - self.log_std_min) * torch.sigmoid(raw)
+        log_std = self.log_std_max - F.softplus(self.log_std_max - raw)
+        log_std = self.log_std_min + F.softplus(log_std - self.log_std_min)
         return SquashedGaussian(mean, log_std.exp())
 
 
