@@ -81,12 +81,13 @@ def init(position: Tensor, logdensity: LogDensity) -> HMCState:
 def leapfrog(position: Tensor, momentum: Tensor, grad: Tensor, logdensity: LogDensity, step_size: Tensor,
              num_steps: int, velocity: Callable[[Tensor], Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """``num_steps`` leapfrog steps (2.2)-(2.4); consecutive half momentum steps are fused."""
-    p = momentum + 0.5 * step_size * grad
+    half = 0.5 * step_size
+    p = torch.addcmul(momentum, half, grad)                                 # (2.2); addcmul: one fused kernel
     x, lp, g = position, None, grad
     for t in range(num_steps):
-        x = x + step_size * velocity(p)                                     # (2.3) / x += eps M^{-1}(p) p
+        x = torch.addcmul(x, step_size, velocity(p))                        # (2.3) / x += eps M^{-1}(p) p
         lp, g = value_and_grad(logdensity, x)
-        p = p + (step_size if t < num_steps - 1 else 0.5 * step_size) * g   # (2.4) + next (2.2)
+        p = torch.addcmul(p, step_size if t < num_steps - 1 else half, g)   # (2.4) + next (2.2)
     return x, p, lp, g
 
 

@@ -87,22 +87,24 @@ def sample_relativistic_momentum(shape, mass, c, generator: Optional[torch.Gener
                                  dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu",
                                  max_rounds: int = 200) -> Tensor:
     """Exact draws from ∝ exp(-c sqrt(p^2 + m^2 c^2)) per coordinate by rejection (see module docstring)."""
-    m = torch.as_tensor(mass, dtype=torch.float64, device=device).expand(shape)
-    cc = torch.as_tensor(c, dtype=torch.float64, device=device).expand(shape)
+    shape = tuple(shape)
+    m = torch.as_tensor(mass, dtype=torch.float64, device=device).expand(shape).reshape(-1)
+    cc = torch.as_tensor(c, dtype=torch.float64, device=device).expand(shape).reshape(-1)
     p0 = torch.sqrt(1 + 2 * m * cc * cc) / cc
     s = cc * cc * p0 / (1 + m * cc * cc)
     flat_share = (2 * p0) / (2 * p0 + 2 * math.exp(-1.0) / s)
-    out = torch.zeros(shape, dtype=torch.float64, device=device)
-    todo = torch.ones(shape, dtype=torch.bool, device=device)
+    out = torch.zeros(m.shape, dtype=torch.float64, device=device)
+    todo = torch.arange(m.numel(), device=device)          # only the rejected coordinates are redrawn
     for _ in range(max_rounds):
-        u = torch.rand((4,) + tuple(shape), generator=generator, dtype=torch.float64, device=device)
-        flat = u[0] < flat_share
-        mag = torch.where(flat, u[1] * p0, p0 - torch.log1p(-u[1]) / s)
-        log_env = torch.where(flat, torch.zeros_like(mag), -1 - s * (mag - p0))
-        h = cc * mag * mag / (torch.sqrt(mag * mag + m * m * cc * cc) + m * cc)   # = c sqrt(p^2+m^2c^2) - m c^2
-        accept = todo & (torch.log(u[2]) < -h - log_env)
-        out = torch.where(accept, torch.where(u[3] < 0.5, -mag, mag), out)
-        todo = todo & ~accept
-        if not bool(todo.any()):
-            return out.to(dtype)
+        u = torch.rand((4, todo.numel()), generator=generator, dtype=torch.float64, device=device)
+        mi, ci, p0i, si = m[todo], cc[todo], p0[todo], s[todo]
+        flat = u[0] < flat_share[todo]
+        mag = torch.where(flat, u[1] * p0i, p0i - torch.log1p(-u[1]) / si)
+        log_env = torch.where(flat, torch.zeros_like(mag), -1 - si * (mag - p0i))
+        h = ci * mag * mag / (torch.sqrt(mag * mag + mi * mi * ci * ci) + mi * ci)   # = c sqrt(p^2+m^2c^2) - m c^2
+        accept = torch.log(u[2]) < -h - log_env
+        out[todo[accept]] = torch.where(u[3] < 0.5, -mag, mag)[accept]
+        todo = todo[~accept]
+        if todo.numel() == 0:
+            return out.reshape(shape).to(dtype)
     raise RuntimeError("relativistic momentum sampler did not finish; check mass and c")
