@@ -66,9 +66,7 @@ def ess_min(draws):
 
 def ours(t, x0, cfg, draws, relativistic, device):
     kin = kinetic.RelativisticKinetic(1.0, 1.0 / cfg["step_size"]) if relativistic else None
-    logp = t.log_prob
-    if device != "cpu":                                       # constants follow the input's device
-        logp = lambda x: t.log_prob(x)
+    logp = t.log_prob                                         # its constants follow the input's device
     state = hmc.init(x0, logp)
     g = gen(3, device)
     hmc.step(state, g, logp, cfg["step_size"], 2, kin)         # warm the allocator / kernels

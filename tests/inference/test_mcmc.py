@@ -284,3 +284,17 @@ def test_parallel_tempering_crosses_mog2_modes_where_hmc_does_not():
 def test_pt_input_errors():
     with pytest.raises(ValueError, match="replicas"):
         tempering.init(torch.zeros(3, 2), corr_gauss, tempering.ladder(3))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_kernels_follow_the_input_device_and_dtype(device):
+    t = targets.mog2()
+    g = torch.Generator(device=device).manual_seed(0)
+    x = torch.zeros(6, 2, dtype=torch.float32, device=device)
+    s, info = hmc.step(hmc.init(x, t.log_prob), g, t.log_prob, 0.1, 3)
+    r, _ = hmc.rhmc_step(s, g, t.log_prob, 0.1, 3, mass=1.0, c=2.0)
+    sg = sgmcmc.init(x, g, kinetic.RelativisticKinetic(1.0, 2.0))
+    sg, _ = sgmcmc.rsgnht_step(sg, g, lambda y, gg: t.score(y), 0.01, mass=1.0, c=2.0)
+    pt, _ = tempering.step(tempering.init(x.reshape(2, 3, 2), t.log_prob, tempering.ladder(3)), g, t.log_prob, 0.1, 3)
+    for out in [s.position, r.position, sg.position, pt.position, info.acceptance_rate]:
+        assert out.device.type == device and out.dtype == torch.float32

@@ -234,3 +234,15 @@ def test_attention_sampler_trains_and_supports_context():
     assert math.isfinite(out["loss"])
     with pytest.raises(ValueError, match="context"):
         ctx_sampler(torch.randn(5, 16, 2))
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_stein_functions_follow_the_input_device_and_dtype(device):
+    x = torch.randn(20, 2, dtype=torch.float32, device=device)
+    outs = [svgd_direction(x, -x), stein_score(x), kde_score(x), score_matching_score(x), ksd(x, -x), mmd2(x, x + 1)]
+    sampler = MLPSampler(2, 2).to(device=device, dtype=torch.float32)
+    opt = torch.optim.Adam(sampler.parameters(), lr=1e-3)
+    amortised_svgd_step(sampler, opt, lambda a: -a, torch.randn(16, 2, dtype=torch.float32, device=device))
+    outs.append(sampler(torch.randn(4, 2, dtype=torch.float32, device=device)))
+    for out in outs:
+        assert out.device.type == device and out.dtype == torch.float32
