@@ -5,6 +5,10 @@ Backprop) and 001_dc5bafdce3ec8872.txt (2.38) (pathwise MC gradients) and App. B
 baselines as in VIMCO).  The score-function form ``E_q[(f(z) - b) grad log q(z)]`` is the standard
 REINFORCE estimator; the seeds only cite it, so the standard form is used.
 
+``vr_score_function_surrogate`` is the VR-bound version for non-reparameterisable (e.g. discrete) latents,
+seed 001 App. B.3 (B.24): each sample j gets the leave-one-out learning signal
+``Delta_-j = L_alpha,K(all) - 1/(1-alpha) log (1/(K-1)) sum_{k != j} w_k^(1-alpha)``.
+
 Both estimators return a *surrogate*: a tensor whose value is the Monte Carlo mean of f and whose
 gradient is the estimator's gradient.  Samples z carry the leading K dimension.
 """
@@ -13,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["reparam_surrogate", "score_function_surrogate", "RunningBaseline"]
+__all__ = ["reparam_surrogate", "score_function_surrogate", "vr_score_function_surrogate", "RunningBaseline"]
 
 
 def reparam_surrogate(f: Tensor) -> Tensor:
@@ -49,6 +53,33 @@ def score_function_surrogate(f: Tensor, log_q: Tensor, baseline: str | float | T
     score_term = ((signal - b) * log_q).mean(0)
     # value = mean f; gradient = score term + any direct dependence of f on the parameters
     return f.mean(0) + score_term - score_term.detach()
+
+
+def vr_score_function_surrogate(log_w: Tensor, log_q: Tensor, alpha: float) -> Tensor:
+    """Score-function surrogate for the MC VR bound (4.3) with the leave-one-out signal of (B.24).
+
+    ``log_w``: [K, ...] ``log p(x, z_k) - log q(z_k)`` at samples z_k ~ q drawn without reparameterisation
+    (differentiable in the parameters of p and q for fixed z); ``log_q``: [K, ...] ``q.log_prob(z_k)``.
+    Value: the bound.  Gradient: ``grad L(fixed z) + sum_j Delta_-j grad log q(z_j)``, unbiased because
+    the baseline of sample j does not depend on z_j.  Needs K >= 2 (alpha = 1 gives the mean of log w,
+    alpha = -inf the max, as in ``vr_bound``).
+    """
+    from inference.vi.objectives import vr_bound
+
+    if log_w.shape != log_q.shape or log_w.dim() == 0 or log_w.shape[0] < 2:
+        raise ValueError(f"log_w and log_q must both have shape [K, ...] with K >= 2; got "
+                         f"{tuple(log_w.shape)} and {tuple(log_q.shape)}.")
+    bound = vr_bound(log_w, alpha)
+    lw = log_w.detach()
+    K = lw.shape[0]
+    # leave-one-out bounds: the k-th slice of `others` drops sample k
+    idx = torch.arange(K, device=lw.device)
+    keep = idx[None, :] != idx[:, None]                                      # [K, K]
+    others = lw.unsqueeze(0).expand((K,) + lw.shape)[keep].reshape((K, K - 1) + lw.shape[1:])
+    loo = vr_bound(others, alpha, dim=1)                                     # [K, ...]
+    signal = bound.detach().unsqueeze(0) - loo
+    score_term = (signal * log_q).sum(0)
+    return bound + score_term - score_term.detach()
 
 
 class RunningBaseline:
