@@ -88,23 +88,36 @@ def sample_relativistic_momentum(shape, mass, c, generator: Optional[torch.Gener
                                  max_rounds: int = 200) -> Tensor:
     """Exact draws from ∝ exp(-c sqrt(p^2 + m^2 c^2)) per coordinate by rejection (see module docstring)."""
     shape = tuple(shape)
-    m = torch.as_tensor(mass, dtype=torch.float64, device=device).expand(shape).reshape(-1)
-    cc = torch.as_tensor(c, dtype=torch.float64, device=device).expand(shape).reshape(-1)
+    numel = math.prod(shape)
+    m = torch.as_tensor(mass, dtype=torch.float64, device=device)
+    cc = torch.as_tensor(c, dtype=torch.float64, device=device)
+    if m.numel() > 1 or cc.numel() > 1:                    # per-coordinate values: one per draw
+        m, cc = m.expand(shape).reshape(-1), cc.expand(shape).reshape(-1)
     p0 = torch.sqrt(1 + 2 * m * cc * cc) / cc
     s = cc * cc * p0 / (1 + m * cc * cc)
     flat_share = (2 * p0) / (2 * p0 + 2 * math.exp(-1.0) / s)
-    out = torch.zeros(m.shape, dtype=torch.float64, device=device)
-    todo = torch.arange(m.numel(), device=device)          # only the rejected coordinates are redrawn
+
+    def pick(t: Tensor, idx: Optional[Tensor]) -> Tensor:  # scalars broadcast, vectors follow the undecided draws
+        return t if t.numel() == 1 or idx is None else t[idx]
+
+    out = torch.zeros(numel, dtype=torch.float64, device=device)
+    todo = None                                            # None = all draws; then only the rejected are redrawn
     for _ in range(max_rounds):
-        u = torch.rand((4, todo.numel()), generator=generator, dtype=torch.float64, device=device)
-        mi, ci, p0i, si = m[todo], cc[todo], p0[todo], s[todo]
-        flat = u[0] < flat_share[todo]
+        n = numel if todo is None else todo.numel()
+        u = torch.rand((4, n), generator=generator, dtype=torch.float64, device=device)
+        mi, ci, p0i, si = pick(m, todo), pick(cc, todo), pick(p0, todo), pick(s, todo)
+        flat = u[0] < pick(flat_share, todo)
         mag = torch.where(flat, u[1] * p0i, p0i - torch.log1p(-u[1]) / si)
-        log_env = torch.where(flat, torch.zeros_like(mag), -1 - si * (mag - p0i))
+        log_env = torch.where(flat, 0.0, -1 - si * (mag - p0i))
         h = ci * mag * mag / (torch.sqrt(mag * mag + mi * mi * ci * ci) + mi * ci)   # = c sqrt(p^2+m^2c^2) - m c^2
         accept = torch.log(u[2]) < -h - log_env
-        out[todo[accept]] = torch.where(u[3] < 0.5, -mag, mag)[accept]
-        todo = todo[~accept]
+        value = torch.where(u[3] < 0.5, -mag, mag)
+        if todo is None:
+            out = torch.where(accept, value, out)
+            todo = (~accept).nonzero().squeeze(-1)
+        else:
+            out[todo[accept]] = value[accept]
+            todo = todo[~accept]
         if todo.numel() == 0:
             return out.reshape(shape).to(dtype)
     raise RuntimeError("relativistic momentum sampler did not finish; check mass and c")
