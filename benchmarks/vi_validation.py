@@ -314,7 +314,7 @@ def part_vae(args):
            "test_elbo_samples": 10, "nll_importance_samples": 1000, "seeds": args.seeds}
     rows = []
     for kind in args.models:
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             torch.manual_seed(seed)
             model = VAE(kind)
             opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"])
@@ -439,7 +439,8 @@ def main():
     ap.add_argument("--parts", nargs="+", default=["vr2d", "flows", "bbb", "bnn", "vae"],
                     choices=["vr2d", "flows", "bbb", "bnn", "vae"])
     ap.add_argument("--models", nargs="+", default=["plain", "planar", "iaf", "o_snf", "h_snf", "t_snf"])
-    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=3, help="number of seeds (VAE)")
+    ap.add_argument("--first-seed", type=int, default=0, help="first VAE seed (split long runs)")
     ap.add_argument("--epochs", type=int, default=150)
     ap.add_argument("--splits", type=int, default=5)
     ap.add_argument("--bnn-epochs", type=int, default=300)
@@ -455,9 +456,11 @@ def main():
     for part in args.parts:
         t0 = time.time()
         section = fns[part](args)
-        if part == "vae":      # merge models run in separate invocations
+        if part == "vae":      # merge (model, seed) rows run in separate invocations
+            new = {(r["model"], r["seed"]) for r in section["rows"]}
             old = results.get("vae", {}).get("rows", [])
-            section["rows"] = [r for r in old if r["model"] not in args.models] + section["rows"]
+            section["rows"] = [r for r in old if (r["model"], r["seed"]) not in new] + section["rows"]
+            section["config"]["seeds"] = len({r["seed"] for r in section["rows"]})
             section = summarise_vae(section)
         section["wall_seconds"] = time.time() - t0
         section["command"] = "python benchmarks/vi_validation.py " + " ".join(sys.argv[1:])
