@@ -206,7 +206,7 @@ def test_mlp_sampler_learns_a_shifted_gaussian():
     with torch.no_grad():
         x = sampler(torch.randn(4000, 2, generator=gen(1)))
     # starts near 0 with a tiny spread; after 300 steps it sits on the target with a spread of the right order
-    # (finite-particle SVGD with the median heuristic under-disperses, see docs/inference_mcmc_stein.md)
+    # (the spread is still growing at this point, hence the loose bounds)
     assert torch.allclose(x.mean(0), mu, atol=0.25)
     assert bool(((torch.cov(x.T).diagonal() > 0.35) & (torch.cov(x.T).diagonal() < 1.3)).all())
 
