@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from .kernels import RBF
-from .svgd import svgd_direction
+from .svgd import score_fn, svgd_direction
 
 
 def _with_context(z: Tensor, context: Optional[Tensor], context_dim: int) -> Tensor:
@@ -128,8 +128,6 @@ def train_amortised_svgd(sampler: nn.Module, logdensity: Callable[[Tensor], Tens
                          batch_size: int = 100, lr: float = 1e-3, generator: Optional[torch.Generator] = None,
                          kernel: Optional[RBF] = None, dtype: torch.dtype = torch.float32) -> list[dict]:
     """Train ``sampler`` (no context) on a target log density with Adam (seed 002: lr 1e-3); q = N(0, I)."""
-    from .svgd import score_fn
-
     if num_iters < 0 or batch_size < 2:
         raise ValueError("need num_iters >= 0 and batch_size >= 2")
     opt = torch.optim.Adam(sampler.parameters(), lr=lr)
