@@ -298,3 +298,12 @@ def test_kernels_follow_the_input_device_and_dtype(device):
     pt, _ = tempering.step(tempering.init(x.reshape(2, 3, 2), t.log_prob, tempering.ladder(3)), g, t.log_prob, 0.1, 3)
     for out in [s.position, r.position, sg.position, pt.position, info.acceptance_rate]:
         assert out.device.type == device and out.dtype == torch.float32
+
+
+def test_step_size_adaptation_with_the_relativistic_kinetic():
+    kin = kinetic.RelativisticKinetic(1.0, 2.0)
+    res = adaptation.window_adaptation(corr_gauss, torch.randn(10, 2, generator=gen()), gen(1), num_warmup=200,
+                                       num_steps=5, adapt_mass=False, kinetic=kin)
+    assert res.inverse_mass is None and 0.6 < res.acceptance < 0.95
+    with pytest.raises(ValueError, match="adapt_mass"):
+        adaptation.window_adaptation(corr_gauss, torch.zeros(2, 2), gen(), 10, kinetic=kin)
