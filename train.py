@@ -115,6 +115,8 @@ def main(argv=None) -> int:
     from agents.config import ConfigError
     from envs import UnknownEnvError
 
+    from agents.loop import TrainingDiverged
+
     try:
         run, agent_config, resume_from = build(args)
         from agents.loop import Trainer
@@ -123,7 +125,7 @@ def main(argv=None) -> int:
         if resume_from is not None:
             print(f"resuming {run.logdir} at step {trainer.env_steps} from {resume_from.name}", file=sys.stderr)
         result = trainer.train()
-    except (UnknownEnvError, ConfigError, CheckpointError) as e:
+    except (UnknownEnvError, ConfigError, CheckpointError, TrainingDiverged) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

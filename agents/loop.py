@@ -54,6 +54,10 @@ class RunConfig:
             raise ConfigError(f"device must be auto, cpu or cuda, got {self.device!r}")
 
 
+class TrainingDiverged(RuntimeError):
+    """A loss became NaN/inf; the last checkpoint is left untouched."""
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -191,6 +195,11 @@ class Trainer:
 
             if self.actor_steps >= cfg.learning_starts and self.actor_steps % cfg.update_every == 0:
                 metrics = self.agent.update(self.replay.sample(cfg.batch_size, self.device))
+                bad = [k for k, v in metrics.items() if not math.isfinite(v)]
+                if bad:
+                    raise TrainingDiverged(
+                        f"{', '.join(bad)} became non-finite at env step {self.env_steps}; lower the learning rates "
+                        f"(--set policy_lr=... critic_lr=...) or set grad_clip; the last checkpoint is intact")
                 for k, v in metrics.items():
                     sums[k] = sums.get(k, 0.0) + v
                 count += 1

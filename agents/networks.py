@@ -41,15 +41,16 @@ class GaussianPolicy(nn.Module):
 
 
 class QNetwork(nn.Module):
-    """Q(s, a) -> scalar; broadcasts leading dimensions of ``obs`` against ``action``."""
+    """``heads`` independent critics Q_i(s, a) -> [..., heads]; broadcasts leading dims of ``obs`` against ``action``."""
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int]):
+    def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int], heads: int = 1):
         super().__init__()
-        self.net = mlp(obs_dim + action_dim, hidden, 1)
+        self.heads = nn.ModuleList(mlp(obs_dim + action_dim, hidden, 1) for _ in range(heads))
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         obs = obs.expand(*action.shape[:-1], obs.shape[-1])
-        return self.net(torch.cat([obs, action], dim=-1)).squeeze(-1)
+        x = torch.cat([obs, action], dim=-1)
+        return torch.cat([head(x) for head in self.heads], dim=-1)
 
 
 def hard_update(target: nn.Module, online: nn.Module) -> None:

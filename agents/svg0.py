@@ -54,8 +54,9 @@ class SVG0Config:
     entropy_coef: float = 0.1  # fixed alpha, or the initial alpha when auto-tuned
     target_entropy: float | None = None  # None: -|A|
     replay_capacity: int = 1_000_000
-    learning_starts: int = 1000  # actor steps before the first update
+    learning_starts: int = 500  # actor steps before the first update
     update_every: int = 2  # actor steps per learner update
+    critics: int = 1  # 1: Alg 9's single critic; 2: clipped double Q (min over heads) against overestimation
     grad_clip: float | None = None  # max gradient norm per network; None: no clipping
 
     def validate(self) -> None:
@@ -66,8 +67,9 @@ class SVG0Config:
             (0.0 <= self.discount <= 1.0, "discount must be in [0, 1]"),
             (0.0 <= self.retrace_lambda <= 1.0, "retrace_lambda must be in [0, 1]"),
             (self.action_samples >= 1, "action_samples must be >= 1"),
+            (self.critics >= 1, "critics must be >= 1"),
             (self.entropy_coef >= 0.0, "entropy_coef must be >= 0"),
-            (self.policy_lr > 0 and self.critic_lr > 0, "learning rates must be > 0"),
+            (0 < self.policy_lr < math.inf and 0 < self.critic_lr < math.inf, "learning rates must be finite and > 0"),
             (self.update_every >= 1, "update_every must be >= 1"),
             (len(self.hidden) >= 1 and min(self.hidden) >= 1, "hidden must list positive layer widths"),
         ]
@@ -94,7 +96,7 @@ class SVG0Agent:
         self.action_dim = action_space.shape[0]
         obs_dim = self.layout.dim
         self.policy = GaussianPolicy(obs_dim, self.action_dim, config.hidden).to(self.device)
-        self.critic = QNetwork(obs_dim, self.action_dim, config.hidden).to(self.device)
+        self.critic = QNetwork(obs_dim, self.action_dim, config.hidden, config.critics).to(self.device)
         self.target_policy = frozen_copy(self.policy)
         self.target_critic = frozen_copy(self.critic)
         self.log_alpha = torch.tensor(math.log(max(config.entropy_coef, 1e-8)), device=self.device,
@@ -132,9 +134,9 @@ class SVG0Agent:
         with torch.no_grad():  # Retrace targets from the target networks (Alg 9, step 2)
             target_dist = self.target_policy(obs)  # over the K+1 states
             sampled, sampled_log_prob = target_dist.rsample_with_log_prob(cfg.action_samples)
-            value = self.target_critic(obs, sampled).mean(0)  # E_pi^T Q^T(s, .)  [B, K+1]
+            value = self.target_critic(obs, sampled).amin(-1).mean(0)  # E_pi^T Q^T(s, .)  [B, K+1]
             entropy = -sampled_log_prob.mean(0)  # [B, K+1]
-            q_taken = self.target_critic(obs[:, :K], action)
+            q_taken = self.target_critic(obs[:, :K], action).amin(-1)
             target_log_prob = SquashedGaussian(target_dist.mean[:, :K], target_dist.std[:, :K]).log_prob(action)
             log_ratio = target_log_prob - batch["behaviour_log_prob"]
             c = truncated_importance_weights(log_ratio, cfg.retrace_lambda)
@@ -142,8 +144,8 @@ class SVG0Agent:
             targets = retrace_targets(rewards, batch["discount"], mask, q_taken, value[:, 1:], c, cfg.discount)
 
         # critic (step 3)
-        q = self.critic(obs[:, :K], action)
-        critic_loss = 0.5 * masked_mean((targets - q).pow(2), mask)
+        q = self.critic(obs[:, :K], action)  # [B, K, heads], every head regresses the same targets
+        critic_loss = 0.5 * masked_mean((targets.unsqueeze(-1) - q).pow(2).sum(-1), mask)
         self.critic_opt.zero_grad(set_to_none=True)
         critic_loss.backward()
         if cfg.grad_clip is not None:
@@ -153,7 +155,8 @@ class SVG0Agent:
         # policy (step 4): reparameterised actions through the target critic, plus the entropy term
         dist = self.policy(obs[:, :K])
         new_action, log_prob = dist.rsample_with_log_prob()
-        policy_loss = masked_mean(alpha * log_prob - self.target_critic(obs[:, :K], new_action), mask)
+        q_new = self.target_critic(obs[:, :K], new_action).amin(-1)
+        policy_loss = masked_mean(alpha * log_prob - q_new, mask)
         self.policy_opt.zero_grad(set_to_none=True)
         policy_loss.backward()
         if cfg.grad_clip is not None:
@@ -176,7 +179,7 @@ class SVG0Agent:
             return {
                 "loss/critic": critic_loss.item(),
                 "loss/policy": policy_loss.item(),
-                "q/mean": q[valid].mean().item(),
+                "q/mean": q.detach()[valid].mean().item(),
                 "q/retrace_target_mean": targets[valid].mean().item(),
                 "q/retrace_target_std": targets[valid].std().item() if valid.sum() > 1 else 0.0,
                 "retrace/mean_c": c[valid].mean().item(),

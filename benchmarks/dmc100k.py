@@ -171,7 +171,7 @@ def summarise(runs: list[dict]) -> dict:
     return table
 
 
-def write_docs(result: dict) -> None:
+def write_docs(result: dict, docs: Path = DOCS) -> None:
     lines = ["# Benchmarks", "", "## DMC 100k (PlaNet protocol): svg0 vs Stable-Baselines3 SAC", "",
              f"Produced by `{result['command']}` on {result['machine']} ({result['date']}). Budget: "
              f"{result['budget']} environment steps per run (counting action repeats), deterministic evaluation over "
@@ -203,15 +203,15 @@ def write_docs(result: dict) -> None:
                   f"- SAC learner updates/s: {t['sac_updates_per_s']:.1f} ({t['sac_transitions_per_update']} "
                   "transitions per update, one update per actor step)",
                   "- full training loop: the env steps/s columns above", ""]
-    DOCS.parent.mkdir(exist_ok=True)
-    text = DOCS.read_text() if DOCS.exists() else ""
+    docs.parent.mkdir(exist_ok=True)
+    text = docs.read_text() if docs.exists() else ""
     marker = "<!-- dmc100k end -->"
     section = "\n".join(lines) + "\n" + marker + "\n"
     if marker in text:
         text = section + text.split(marker, 1)[1].lstrip("\n")
     else:
         text = section + ("\n" + text if text else "")
-    DOCS.write_text(text)
+    docs.write_text(text)
 
 
 def main() -> None:
@@ -222,7 +222,12 @@ def main() -> None:
     p.add_argument("--agents", nargs="+", default=list(RUNNERS), choices=list(RUNNERS))
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--output", type=Path, default=RESULTS)
+    p.add_argument("--docs", type=Path, default=DOCS)
+    p.add_argument("--report", action="store_true", help="only rewrite the docs table from --output")
     args = p.parse_args()
+    if args.report:
+        write_docs(json.loads(args.output.read_text()), args.docs)
+        return
     os.environ.setdefault("MUJOCO_GL", "egl")
 
     # seed 0 of every task and agent first, so a partial run already compares everything once
@@ -240,7 +245,7 @@ def main() -> None:
             result["runs"].append(out)
             result["summary"] = summarise(result["runs"])
             args.output.write_text(json.dumps(result, indent=1))
-            write_docs(result)
+            write_docs(result, args.docs)
     print(json.dumps(result["summary"], indent=1))
 
 
