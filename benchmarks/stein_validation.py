@@ -14,7 +14,7 @@
    (lr 1e-3, batch 100, 1500 iterations) on the same four targets; MMD^2 of 1000 sampler draws to the target reported next to
    SVGD's particles, plus mode coverage and the loss's stability.  Seed 002 reports mode collapse.
 
-Writes benchmarks/results/stein_validation.json and PNGs under docs/img/stein_*.png.
+Merges cases 3, 6, 7 into benchmarks/results/sampling_validation.json (cases 1, 2, 4, 5: mcmc_validation.py) and PNGs under docs/img/stein_*.png.
 """
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ def case7(quick, svgd_mmd):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "stein_validation.json"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "sampling_validation.json"))
     ap.add_argument("--cases", default="3,6,7", help="comma-separated subset; results merge into --out "
                     "(case 7 reads case 3's SVGD MMD from there when case 3 is not rerun)")
     args = ap.parse_args()
@@ -172,9 +172,10 @@ def main():
     if os.path.exists(args.out):
         with open(args.out) as f:
             res = json.load(f)
-    res.update({"command": "python benchmarks/stein_validation.py" + (" --quick" if args.quick else "")
-                + " [--cases 3,6 then --cases 7 to stay under 10 minutes per run]",
-                "torch": torch.__version__, "device": "cpu", "dtype": "float64"})
+    res.setdefault("commands", {})["stein_validation"] = (
+        "python benchmarks/stein_validation.py" + (" --quick" if args.quick else "")
+        + " [--cases 3,6 then --cases 7 to stay under 10 minutes per run]")
+    res.update({"torch": torch.__version__, "device": "cpu", "dtype": "float64"})
     t0 = time.time()
     wanted = set(args.cases.split(","))
     for case, key, fn in [("3", "case3_mmd_svgd_vs_hmc", lambda: case3(args.quick)),

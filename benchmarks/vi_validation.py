@@ -2,7 +2,7 @@
 
     python benchmarks/vi_validation.py --parts vr2d flows bbb bnn vae [--seeds 3] [--epochs 150]
 
-Parts (each merges its section into benchmarks/results/vi_validation.json):
+Parts (each merges its section into benchmarks/results/variational_validation.json):
   vae   1. VAE on statically binarised 8x8 digits (sklearn load_digits): test -ELBO and IS-NLL of plain,
            planar, IAF and O/H/T-Sylvester posteriors, several seeds (seed 000 Table 5.1 ordering).
   vr2d  2. Monte Carlo VR bound for p = N(0, I), q = N([1, 1], I) in 2-D (exact value -alpha).
@@ -34,7 +34,7 @@ from inference.flows import Flow, DiagNormal, iaf_flow, planar_flow, sylvester_f
 from inference.layers import BayesLinear, GaussianPrior, ScaleMixturePrior  # noqa: E402
 from inference.vi import vr_bound  # noqa: E402
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "vi_validation.json")
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "variational_validation.json")
 
 
 # ------------------------------------------------------------------ 2. VR bound in 2-D

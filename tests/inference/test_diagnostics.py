@@ -10,16 +10,6 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import arviz as az
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # small tensors: extra intra-op threads only add contention on a shared CPU; restore afterwards
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
-
 def _ar1_chains(chains=4, draws=501, dims=3, rho=0.9, seed=1):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(chains, draws, dims, generator=g, dtype=torch.float64)

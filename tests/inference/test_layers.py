@@ -11,16 +11,7 @@ from inference.layers import (BayesianHypernetMLP, BayesLinear, Ensemble, Gaussi
                               ScaleMixturePrior, bootstrap_mask, kl_loss, masked_ensemble_loss, reset_noise,
                               ucb_action)
 
-
-@pytest.fixture(autouse=True)
-def _float64_one_thread():
-    """float64 for exact identities; one thread (tiny ops; the shared CPU is oversubscribed otherwise)."""
-    old, threads = torch.get_default_dtype(), torch.get_num_threads()
-    torch.set_default_dtype(torch.float64)
-    torch.set_num_threads(1)
-    yield
-    torch.set_default_dtype(old)
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("float64")
 
 
 # ---------------------------------------------------------------- Bayes by Backprop

@@ -8,23 +8,7 @@ import torch
 from inference import targets
 from inference.mcmc import adaptation, hmc, kinetic, sgmcmc, tempering
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # small tensors: extra intra-op threads only add contention on a shared CPU; restore afterwards
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
-
-@pytest.fixture(autouse=True)
-def _float64():
-    # these tests compare against exact identities in double precision; restore the default afterwards
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("float64")
 
 COV = torch.tensor([[1.0, 0.8], [0.8, 2.0]], dtype=torch.float64)
 GAUSS = torch.distributions.MultivariateNormal(torch.tensor([1.0, -2.0], dtype=torch.float64), COV)

@@ -10,24 +10,7 @@ from inference.stein import (RBF, AttentionSampler, MLPSampler, amortised_svgd_l
                              train_amortised_svgd)
 from inference.stein import svgd
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # small tensors: extra intra-op threads only add contention on a shared CPU; restore afterwards
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
-
-@pytest.fixture(autouse=True)
-def _float64():
-    # these tests compare against exact identities in double precision; restore the default afterwards
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(old)
-
+pytestmark = pytest.mark.usefixtures("float64")
 
 def gen(seed=0):
     return torch.Generator().manual_seed(seed)

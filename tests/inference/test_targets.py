@@ -7,16 +7,6 @@ from inference import targets
 
 SAMPLED = ["std_normal", "mog2", "mog25", "gmm1", "gmm2", "gmm3", "banana", "ring5"]
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # small tensors: extra intra-op threads only add contention on a shared CPU; restore afterwards
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
-
 def _grid_mass(target, lim, n=401):
     g = torch.linspace(-lim, lim, n, dtype=torch.float64)
     cell = (g[1] - g[0]).item()

@@ -4,14 +4,6 @@ import torch
 from inference import plots, targets
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def test_one_line_plots_write_pngs(tmp_path):
     t = targets.mog2()
     x = t.sample(200, torch.Generator().manual_seed(0))

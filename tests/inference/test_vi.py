@@ -8,17 +8,8 @@ from torch.distributions import Independent, Normal
 from inference.vi import (RunningBaseline, elbo, iwae_bound, kl_term, minibatch_kl_weights, reparam_surrogate,
                           score_function_surrogate, vr_bound, vr_surrogate, vr_weights)
 
+pytestmark = pytest.mark.usefixtures("float64")
 
-
-@pytest.fixture(autouse=True)
-def _float64_one_thread():
-    """float64 for exact identities; one thread (tiny ops; the shared CPU is oversubscribed otherwise)."""
-    old, threads = torch.get_default_dtype(), torch.get_num_threads()
-    torch.set_default_dtype(torch.float64)
-    torch.set_num_threads(1)
-    yield
-    torch.set_default_dtype(old)
-    torch.set_num_threads(threads)
 
 
 def _log_w(K=7, B=3, seed=0):
