@@ -54,6 +54,11 @@ class RunConfig:
             raise ConfigError(f"device must be auto, cpu or cuda, got {self.device!r}")
 
 
+def _crossed(every: int, before: int, after: int) -> bool:
+    """Whether a multiple of ``every`` lies in (before, after]: steps advance by the action repeat, not by 1."""
+    return every > 0 and after // every > before // every
+
+
 class TrainingDiverged(RuntimeError):
     """A loss became NaN/inf; the last checkpoint is left untouched."""
 
@@ -204,11 +209,8 @@ class Trainer:
                     sums[k] = sums.get(k, 0.0) + v
                 count += 1
 
-            def crossed(every: int) -> bool:
-                return every > 0 and self.env_steps // every > previous // every
-
             done = self.env_steps >= run.steps
-            if crossed(run.log_every) or done:
+            if _crossed(run.log_every, previous, self.env_steps) or done:
                 now = time.perf_counter()
                 elapsed = max(now - time_at_log, 1e-9)
                 env_rate = (self.env_steps - steps_at_log) / elapsed
@@ -221,15 +223,15 @@ class Trainer:
                 sums, count = {}, 0
                 updates_at_log, steps_at_log, time_at_log = self.agent.updates, self.env_steps, now
                 bar.set_postfix(ret=f"{last_return:.1f}", eval=f"{eval_return:.1f}", sps=f"{env_rate:.0f}")
-            record = crossed(run.video_every) or (done and run.video_every > 0)
-            if crossed(run.eval_every) or done or record:
+            record = _crossed(run.video_every, previous, self.env_steps) or (done and run.video_every > 0)
+            if _crossed(run.eval_every, previous, self.env_steps) or done or record:
                 eval_return, frames = evaluate(self.agent, self.eval_env, self.layout, run.eval_episodes,
                                                seed=run.seed + 10_000, record=record)
                 writer.add_scalar("eval/return", eval_return, self.env_steps)
                 if record:
                     write_video(writer, self.run_dir, "eval/video", frames, self.env_steps, fps)
                 bar.set_postfix(ret=f"{last_return:.1f}", eval=f"{eval_return:.1f}")
-            if crossed(run.checkpoint_every) or done:
+            if _crossed(run.checkpoint_every, previous, self.env_steps) or done:
                 writer.flush()
                 self.save_checkpoint()
         bar.close()
