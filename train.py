@@ -49,6 +49,11 @@ def print_list() -> None:
     print(f"Gymnasium environments ({len(gym)}):")
     for n in gym:
         print(f"  {n}")
+    from agents.loop import RunConfig
+
+    print("run settings (flags, or --set key=value):")
+    for f in dataclasses.fields(RunConfig):
+        print(f"      {f.name} = {f.default!r}")
     print("agents:")
     for name in agents.names():
         print(f"  {name}: --set keys:")
@@ -86,9 +91,9 @@ def build(args: argparse.Namespace):
         if changed or overrides:
             raise ConfigError(f"--resume continues the saved run; it cannot change {changed or list(overrides)} "
                               "(start a new run with --logdir instead)")
-        run = dataclasses.replace(run, **{k: v for k, v in flags.items() if k in ("steps", "device", "eval_every",
-                                                                                  "eval_episodes", "video_every",
-                                                                                  "checkpoint_every")})
+        changeable = {k: v for k, v in flags.items() if k not in ("env", "agent", "seed", "action_repeat")}
+        # the run lives where it is now, even if it was moved or resumed from another working directory
+        run = dataclasses.replace(run, **changeable, logdir=str(Path(args.resume)))
         return run, agent_config, checkpoint.latest(Path(args.resume) / "checkpoints")
     if not args.env or not args.agent:
         raise ConfigError("--env and --agent are required (or --resume RUN_DIR); see --list")
@@ -98,11 +103,12 @@ def build(args: argparse.Namespace):
     agent_config = agents.resolve_config(args.agent, agent_overrides)
     logdir = args.logdir or f"runs/{args.env}-{args.agent}-{flags.get('seed', 0)}-{time.strftime('%Y%m%d-%H%M%S')}"
     run = apply_overrides(RunConfig(**flags, logdir=logdir), run_overrides)
-    if (Path(logdir) / "checkpoints").exists():
-        raise ConfigError(f"{logdir} already holds a run; continue it with --resume {logdir} or pick another --logdir")
+    if any((Path(run.logdir) / name).exists() for name in ("checkpoints", "config.json")):
+        raise ConfigError(f"{run.logdir} already holds a run; continue it with --resume {run.logdir} "
+                          "or pick another --logdir")
     import envs
 
-    envs.make(run.env, seed=0).close()  # fail fast on a bad name, before creating the run directory
+    envs.make(run.env, seed=0).close()  # fail fast on a bad name or an unbuildable env, before any run directory
     return run, agent_config, None
 
 
@@ -113,7 +119,7 @@ def main(argv=None) -> int:
         return 0
     from agents.checkpoint import CheckpointError
     from agents.config import ConfigError
-    from envs import UnknownEnvError
+    from envs import EnvError
 
     from agents.loop import TrainingDiverged
 
@@ -125,8 +131,11 @@ def main(argv=None) -> int:
         if resume_from is not None:
             print(f"resuming {run.logdir} at step {trainer.env_steps} from {resume_from.name}", file=sys.stderr)
         result = trainer.train()
-    except (UnknownEnvError, ConfigError, CheckpointError, TrainingDiverged) as e:
+    except (EnvError, ConfigError, CheckpointError, TrainingDiverged) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # an unwritable or invalid --logdir, a full disk
+        print(f"error: {e.strerror or e} ({e.filename})" if e.filename else f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted; resume from the last checkpoint with --resume", file=sys.stderr)

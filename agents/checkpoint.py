@@ -115,14 +115,16 @@ def save(checkpoint_root: Path, step: int, agent_state: dict, replay_arrays: dic
     (tmp / "state.json").write_text(json.dumps(state, indent=1))
     for f in [*files, "state.json"]:
         _fsync(tmp / f)
+    _fsync(tmp)
     if final.exists():  # a checkpoint of the same step from an earlier, interrupted run
         shutil.rmtree(final)
     os.replace(tmp, final)
     _fsync(checkpoint_root)
     atomic_write_text(checkpoint_root / "latest", name + "\n")
     # prune: older complete checkpoints beyond `keep`, and temp dirs left by killed processes
-    complete = sorted(p for p in checkpoint_root.glob("step-*") if ".tmp-" not in p.name)
-    for old in complete[:-keep]:
+    complete = sorted((p for p in checkpoint_root.glob("step-*") if ".tmp-" not in p.name and p != final),
+                      key=lambda p: int(p.name.split("-")[1]))
+    for old in complete[:max(len(complete) - (keep - 1), 0)]:
         shutil.rmtree(old, ignore_errors=True)
     for stale in checkpoint_root.glob("step-*.tmp-*"):
         if stale != tmp:
@@ -134,7 +136,10 @@ def latest(checkpoint_root: Path) -> Path:
     pointer = Path(checkpoint_root) / "latest"
     if not pointer.is_file():
         raise CheckpointError(f"no checkpoint found in {checkpoint_root} (missing 'latest')")
-    path = Path(checkpoint_root) / pointer.read_text().strip()
+    try:
+        path = Path(checkpoint_root) / pointer.read_text().strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{pointer} is unreadable ({e.__class__.__name__})") from None
     if not path.is_dir():
         raise CheckpointError(f"{pointer} names {path.name}, which does not exist")
     return path
@@ -151,6 +156,8 @@ def load(path: Path, device: torch.device | str = "cpu") -> tuple[dict, dict, di
         raise CheckpointError(f"{path} is not a {FORMAT} checkpoint")
     if meta.get("version") != VERSION:
         raise CheckpointError(f"{path}: checkpoint version {meta.get('version')} is not supported ({VERSION})")
+    if not isinstance(meta.get("sha256"), dict) or "agent_skeleton" not in meta:
+        raise CheckpointError(f"{path}/state.json is incomplete (no checksums or state layout)")
     for name, digest in meta["sha256"].items():
         file = path / name
         if not file.is_file() or _sha256(file) != digest:

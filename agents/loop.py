@@ -50,6 +50,8 @@ class RunConfig:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         if self.video_every < 0:
             raise ConfigError("video_every must be >= 0")
+        if not 0 <= self.seed < 2**32:
+            raise ConfigError(f"seed must be in [0, 2**32), got {self.seed}")
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ConfigError(f"device must be auto, cpu or cuda, got {self.device!r}")
 
@@ -134,6 +136,8 @@ class Trainer:
 
     def save_checkpoint(self) -> Path:
         state = {"agent": self.agent.state_dict(), "torch_rng": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            state["cuda_rng"] = torch.cuda.get_rng_state(self.device)
         meta = {"config": self.resolved_config(),
                 "counters": {"env_steps": self.env_steps, "actor_steps": self.actor_steps,
                              "episodes": self.episodes},
@@ -146,6 +150,8 @@ class Trainer:
             self.agent.load_state_dict(state["agent"])
             self.replay.load(replay_arrays, meta["replay"])
             torch.set_rng_state(state["torch_rng"].cpu())
+            if self.device.type == "cuda" and "cuda_rng" in state:
+                torch.cuda.set_rng_state(state["cuda_rng"].cpu(), self.device)
             self.rng.bit_generator.state = meta["numpy_rng"]
             counters = meta["counters"]
         except (KeyError, ValueError, RuntimeError, TypeError) as e:
@@ -160,8 +166,11 @@ class Trainer:
         run, cfg = self.run, self.agent_config
         self.run_dir.mkdir(parents=True, exist_ok=True)
         checkpoint.atomic_write_text(self.run_dir / "config.json", json.dumps(self.resolved_config(), indent=1))
-        # purge_step drops events logged after the checkpoint by a run that was killed
-        writer = SummaryWriter(str(self.run_dir), purge_step=self.env_steps if self.env_steps else None)
+        if self.env_steps >= run.steps:
+            raise ConfigError(f"the run is already at step {self.env_steps} (--steps {run.steps}); "
+                              "pass a larger --steps to continue it")
+        # purge_step drops events that a killed run logged after its checkpoint (the checkpoint's own step stays)
+        writer = SummaryWriter(str(self.run_dir), purge_step=self.env_steps + 1 if self.env_steps else None)
         fps = self.env.metadata.get("render_fps", 30)
 
         obs, _ = self.env.reset(seed=run.seed + self.env_steps)
@@ -178,7 +187,7 @@ class Trainer:
             action, log_prob = self.agent.act(flat)
             obs, reward, terminated, truncated, _ = self.env.step(action)
             if not math.isfinite(reward):
-                raise ValueError(f"environment {run.env} returned a non-finite reward {reward}")
+                raise TrainingDiverged(f"environment {run.env} returned a non-finite reward {reward}")
             flat = self.layout.flatten(obs)
             over = terminated or truncated
             self.replay.add(action, log_prob, reward, terminated, flat, over)
@@ -247,8 +256,8 @@ def load_run_config(run_dir: Path) -> tuple[RunConfig, object]:
         saved = json.loads(path.read_text())
         run = from_dict(RunConfig, saved["run"])
         agent_config = from_dict(agents.config_class(run.agent), saved["agent"])
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise checkpoint.CheckpointError(f"{run_dir} is not a run directory (no config.json)") from None
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ConfigError) as e:
         raise checkpoint.CheckpointError(f"{path} is corrupt ({e.__class__.__name__}: {e})") from None
     return run, agent_config

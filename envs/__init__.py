@@ -17,10 +17,14 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import gymnasium as gym  # noqa: E402
 
-__all__ = ["make", "names", "UnknownEnvError"]
+__all__ = ["make", "names", "EnvError", "UnknownEnvError"]
 
 
-class UnknownEnvError(ValueError):
+class EnvError(ValueError):
+    """An environment cannot be built (missing optional dependency, unsupported spaces, ...)."""
+
+
+class UnknownEnvError(EnvError):
     """Raised for an environment name that is not registered; the message suggests close matches."""
 
 
@@ -47,14 +51,19 @@ def make(name: str, seed: int | None = None, action_repeat: int = 1, **kwargs) -
     constructor (dm_control ``environment_kwargs`` / ``gymnasium.make`` kwargs).
     """
     if not isinstance(action_repeat, int) or action_repeat < 1:
-        raise ValueError(f"action_repeat must be a positive integer, got {action_repeat!r}")
+        raise EnvError(f"action_repeat must be a positive integer, got {action_repeat!r}")
+    if seed is not None and not 0 <= seed < 2**32:
+        raise EnvError(f"seed must be in [0, 2**32), got {seed}")
     if name.startswith("gym:"):
         env_id = name[len("gym:"):]
         if env_id not in gym.registry:
             raise _unknown(name)
         from envs.gym_env import GymEnv
 
-        return GymEnv(env_id, seed=seed, action_repeat=action_repeat, **kwargs)
+        try:
+            return GymEnv(env_id, seed=seed, action_repeat=action_repeat, **kwargs)
+        except (gym.error.Error, ImportError, ValueError, TypeError) as e:
+            raise EnvError(f"cannot build {name}: {e}".splitlines()[0]) from None
     if name in _dmc_names():
         from envs.dmc import DMCEnv
 

@@ -55,7 +55,7 @@ def test_train_writes_events_checkpoint_config_and_resumes(cli, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "at step 1200" in result.stderr
     assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step-000001600"
-    assert max(s for s, _ in scalars(run_dir)["eval/return"]) == 1600
+    assert [s for s, _ in scalars(run_dir)["eval/return"]] == [600, 1200, 1600]  # the checkpoint step's kept
 
 
 def test_resume_after_sigkill(tmp_path):
@@ -103,6 +103,11 @@ def test_unknown_agent_and_bad_settings_are_one_line(cli, tmp_path):
     assert_one_line_error(cli("--env", "cartpole-swingup", "--agent", "svg0", "--set", "novalue"), "KEY=VALUE")
     assert_one_line_error(cli("--resume", tmp_path / "missing"), "not a run directory")
     assert not (tmp_path / "missing").exists()
+    assert_one_line_error(cli("--resume", ROOT / "README.md"), "not a run directory")
+    assert_one_line_error(cli("--env", "cartpole-swingup", "--agent", "svg0", "--seed", -1), "seed")
+    assert_one_line_error(cli("--env", "cartpole-swingup", "--agent", "svg0", "--set", "replay_capacity=5"),
+                          "replay_capacity")
+    assert_one_line_error(cli("--env", "gym:FrozenLake-v1", "--agent", "svg0"), "cannot build")
 
 
 def test_corrupt_checkpoint_is_one_line_and_left_untouched(cli, tmp_path):
