@@ -129,6 +129,9 @@ class Trainer:
         self.env_steps = self.actor_steps = self.episodes = 0
         if resume_from is not None:
             self._restore(resume_from)
+            if self.env_steps >= run.steps:
+                raise ConfigError(f"the run is already at step {self.env_steps} (--steps {run.steps}); "
+                                  "pass a larger --steps to continue it")
 
     # -- run directory ---------------------------------------------------------------------------------------
     def resolved_config(self) -> dict:
@@ -166,9 +169,6 @@ class Trainer:
         run, cfg = self.run, self.agent_config
         self.run_dir.mkdir(parents=True, exist_ok=True)
         checkpoint.atomic_write_text(self.run_dir / "config.json", json.dumps(self.resolved_config(), indent=1))
-        if self.env_steps >= run.steps:
-            raise ConfigError(f"the run is already at step {self.env_steps} (--steps {run.steps}); "
-                              "pass a larger --steps to continue it")
         # purge_step drops events that a killed run logged after its checkpoint (the checkpoint's own step stays)
         writer = SummaryWriter(str(self.run_dir), purge_step=self.env_steps + 1 if self.env_steps else None)
         fps = self.env.metadata.get("render_fps", 30)
