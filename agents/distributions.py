@@ -24,6 +24,10 @@ class SquashedGaussian:
     def __init__(self, mean: torch.Tensor, std: torch.Tensor):
         self.mean, self.std = mean, std
 
+    def __getitem__(self, index) -> "SquashedGaussian":
+        """The distributions at some batch positions (``index`` must leave the action dimension whole)."""
+        return SquashedGaussian(self.mean[index], self.std[index])
+
     def _normal_log_prob(self, u: torch.Tensor) -> torch.Tensor:
         z = (u - self.mean) / self.std
         return -0.5 * z.pow(2) - self.std.log() - _LOG_SQRT_2PI

@@ -33,7 +33,6 @@ import torch
 from gymnasium import spaces
 
 from agents.config import ConfigError
-from agents.distributions import SquashedGaussian
 from agents.networks import GaussianPolicy, QNetwork, frozen_copy, hard_update
 from agents.observations import ObsLayout
 from agents.retrace import retrace_targets, truncated_importance_weights
@@ -127,8 +126,9 @@ class SVG0Agent:
 
     @property
     def alpha(self) -> torch.Tensor:
-        return self.log_alpha.detach().exp() if self.config.entropy_auto or self.config.entropy_coef > 0 \
-            else torch.zeros((), device=self.device)
+        if self.config.entropy_coef == 0.0:  # validate() forbids this with entropy_auto: regularisation is off
+            return torch.zeros((), device=self.device)
+        return self.log_alpha.detach().exp()
 
     # -- learning --------------------------------------------------------------------------------------------
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
@@ -143,7 +143,7 @@ class SVG0Agent:
             value = self.target_critic(obs, sampled).amin(-1).mean(0)  # E_pi^T Q^T(s, .)  [B, K+1]
             entropy = -sampled_log_prob.mean(0)  # [B, K+1]
             q_taken = self.target_critic(obs[:, :K], action).amin(-1)
-            target_log_prob = SquashedGaussian(target_dist.mean[:, :K], target_dist.std[:, :K]).log_prob(action)
+            target_log_prob = target_dist[:, :K].log_prob(action)
             log_ratio = target_log_prob - batch["behaviour_log_prob"]
             c = truncated_importance_weights(log_ratio, cfg.retrace_lambda)
             rewards = batch["reward"] + alpha * entropy[:, :K]
