@@ -14,6 +14,7 @@ import random
 import time
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import torch
 from tqdm import tqdm
@@ -118,13 +119,16 @@ class Trainer:
         self.device = resolve_device(run.device)
         torch.set_num_threads(run.threads)
         seed_everything(run.seed)
-        self.env = envs.make(run.env, seed=run.seed, action_repeat=run.action_repeat)
-        self.eval_env = envs.make(run.env, seed=run.seed + 10_000, action_repeat=run.action_repeat)
+        self.env = self._make_env(run.seed)
+        self.eval_env = self._make_env(run.seed + 10_000)
         self.layout = ObsLayout(self.env.observation_space)
         self.agent = agents.make(run.agent, self.env.observation_space, self.env.action_space, agent_config,
                                  self.device)
         self.rng = np.random.default_rng(run.seed)
-        self.replay = SequenceReplay(agent_config.replay_capacity, self.layout.dim, self.env.action_space.shape[0],
+        # discrete actions are stored as one float column holding the action index
+        action_space = self.env.action_space
+        action_dim = action_space.shape[0] if isinstance(action_space, gym.spaces.Box) else 1
+        self.replay = SequenceReplay(agent_config.replay_capacity, self.layout.dim, action_dim,
                                      agent_config.sequence_length, self.rng)
         self.env_steps = self.actor_steps = self.episodes = 0
         if resume_from is not None:
@@ -132,6 +136,19 @@ class Trainer:
             if self.env_steps >= run.steps:
                 raise ConfigError(f"the run is already at step {self.env_steps} (--steps {run.steps}); "
                                   "pass a larger --steps to continue it")
+
+    def _make_env(self, seed: int):
+        """The environment, wrapped by the agent where it acts through something else (a frozen low-level
+        controller whose latent input is the agent's action: ``wrap_env(env, config, device)``)."""
+        env = envs.make(self.run.env, seed=seed, action_repeat=self.run.action_repeat)
+        wrap = getattr(agents.agent_class(self.run.agent), "wrap_env", None)
+        return wrap(env, self.agent_config, self.device) if wrap is not None else env
+
+    def _begin_episode(self) -> None:
+        """Per-episode agent hook (resampling a Thompson head, fresh exploration noise, a new latent chain)."""
+        begin = getattr(self.agent, "begin_episode", None)
+        if begin is not None:
+            begin()
 
     # -- run directory ---------------------------------------------------------------------------------------
     def resolved_config(self) -> dict:
@@ -176,6 +193,7 @@ class Trainer:
         obs, _ = self.env.reset(seed=run.seed + self.env_steps)
         flat = self.layout.flatten(obs)
         self.replay.start_episode(flat)
+        self._begin_episode()
         episode_return, episode_length = 0.0, 0
         sums: dict[str, float] = {}
         count = 0
@@ -185,7 +203,7 @@ class Trainer:
                    desc=f"{run.agent} {run.env}")
         while self.env_steps < run.steps:
             action, log_prob = self.agent.act(flat)
-            obs, reward, terminated, truncated, _ = self.env.step(action)
+            obs, reward, terminated, truncated, info = self.env.step(action)
             if not math.isfinite(reward):
                 raise TrainingDiverged(f"environment {run.env} returned a non-finite reward {reward}")
             flat = self.layout.flatten(obs)
@@ -202,9 +220,12 @@ class Trainer:
                 last_return = episode_return
                 writer.add_scalar("train/episode_return", episode_return, self.env_steps)
                 writer.add_scalar("train/episode_length", episode_length, self.env_steps)
+                if "task" in info:  # multitask environments name the episode's task
+                    writer.add_scalar(f"train/episode_return/{info['task']}", episode_return, self.env_steps)
                 obs, _ = self.env.reset()
                 flat = self.layout.flatten(obs)
                 self.replay.start_episode(flat)
+                self._begin_episode()
                 episode_return, episode_length = 0.0, 0
 
             if self.actor_steps >= cfg.learning_starts and self.actor_steps % cfg.update_every == 0:
