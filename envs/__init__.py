@@ -38,9 +38,27 @@ def _gym_names() -> list[str]:
     return [f"gym:{env_id}" for env_id in sorted(gym.registry)]
 
 
+# Environment families defined in this package. Each module exposes ``names() -> list[str]`` and
+# ``make(name, seed, action_repeat, **kwargs) -> gym.Env``; add a family by adding its module here.
+_FAMILIES: tuple[str, ...] = ()
+
+
+def _family_of(name: str):
+    import importlib
+
+    for module_name in _FAMILIES:
+        module = importlib.import_module(module_name)
+        if name in module.names():
+            return module
+    return None
+
+
 def names() -> list[str]:
     """All environment names ``make`` accepts."""
-    return _dmc_names() + _gym_names()
+    import importlib
+
+    own = [n for m in _FAMILIES for n in importlib.import_module(m).names()]
+    return own + _dmc_names() + _gym_names()
 
 
 def make(name: str, seed: int | None = None, action_repeat: int = 1, **kwargs) -> gym.Env:
@@ -64,6 +82,9 @@ def make(name: str, seed: int | None = None, action_repeat: int = 1, **kwargs) -
             return GymEnv(env_id, seed=seed, action_repeat=action_repeat, **kwargs)
         except (gym.error.Error, ImportError, ValueError, TypeError) as e:
             raise EnvError(f"cannot build {name}: {e}".splitlines()[0]) from None
+    family = _family_of(name)
+    if family is not None:
+        return family.make(name, seed=seed, action_repeat=action_repeat, **kwargs)
     if name in _dmc_names():
         from envs.dmc import DMCEnv
 
