@@ -22,25 +22,26 @@ def observation_group(key: str) -> str:
     return "task" if ("target" in key or "goal" in key or key in _TASK_KEYS) else "proprio"
 
 
-class DMCEnv(gym.Env):
+class DMEnv(gym.Env):
+    """A dm_env environment as a Gymnasium env. ``load(seed)`` builds it; ``group_of(key)`` names the
+    observation group of each dm_env observation key; ``camera_id`` is the camera ``render`` uses."""
+
     metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
 
-    def __init__(self, domain: str, task: str, seed: int | None = None, action_repeat: int = 1,
-                 render_size: tuple[int, int] = (240, 320), environment_kwargs: dict | None = None):
-        from dm_control import suite
-
-        self._load = lambda s: suite.load(domain, task, task_kwargs={"random": s},
-                                          environment_kwargs=environment_kwargs or {})
+    def __init__(self, load, seed: int | None = None, action_repeat: int = 1,
+                 render_size: tuple[int, int] = (240, 320), group_of=observation_group, camera_id: int | str = 0):
+        self._load = load
         self._seed_rng = np.random.default_rng(seed)
         self._env = self._load(self._next_env_seed())
         self.action_repeat = action_repeat
         self.render_mode = "rgb_array"
         self._render_size = render_size
+        self._camera_id = camera_id
 
         self._keys: dict[str, list[str]] = {}
         sizes: dict[str, int] = {}
         for key, spec in self._env.observation_spec().items():
-            group = observation_group(key)
+            group = group_of(key)
             self._keys.setdefault(group, []).append(key)
             sizes[group] = sizes.get(group, 0) + int(np.prod(spec.shape, dtype=int))
         self.observation_space = group_space({g: sizes[g] for g in ("proprio", "task") if g in sizes})
@@ -62,8 +63,16 @@ class DMCEnv(gym.Env):
         super().reset(seed=seed)
         if seed is not None:  # a new seed restarts the task's random stream, as Gymnasium promises
             self._seed_rng = np.random.default_rng(seed)
-            self._env = self._load(self._next_env_seed())
-        return self._observation(self._env.reset()), {}
+            self._reseed(self._next_env_seed())
+        return self._observation(self._env.reset()), self._info()
+
+    def _reseed(self, env_seed: int) -> None:
+        """Restart the environment's random stream (by rebuilding it; subclasses may do it in place)."""
+        self._env = self._load(env_seed)
+
+    def _info(self) -> dict:
+        """The ``info`` dict of ``reset`` and ``step``."""
+        return {}
 
     def step(self, action):
         physical = self._scale(action)
@@ -75,11 +84,11 @@ class DMCEnv(gym.Env):
                 break
         terminated = time_step.last() and time_step.discount == 0.0
         truncated = time_step.last() and not terminated
-        return self._observation(time_step), float(reward), bool(terminated), bool(truncated), {}
+        return self._observation(time_step), float(reward), bool(terminated), bool(truncated), self._info()
 
     def render(self):
         height, width = self._render_size
-        return self._env.physics.render(height=height, width=width, camera_id=0)
+        return self._env.physics.render(height=height, width=width, camera_id=self._camera_id)
 
     @property
     def physics(self):
@@ -87,3 +96,17 @@ class DMCEnv(gym.Env):
 
     def close(self):
         self._env.close()
+
+
+class DMCEnv(DMEnv):
+    """A dm_control suite task (``domain``, ``task``)."""
+
+    def __init__(self, domain: str, task: str, seed: int | None = None, action_repeat: int = 1,
+                 render_size: tuple[int, int] = (240, 320), environment_kwargs: dict | None = None):
+        from dm_control import suite
+
+        def load(env_seed: int):
+            return suite.load(domain, task, task_kwargs={"random": env_seed},
+                              environment_kwargs=environment_kwargs or {})
+
+        super().__init__(load, seed=seed, action_repeat=action_repeat, render_size=render_size)

@@ -1,0 +1,367 @@
+"""Locomotion tasks of seed 000, Ch. 7 (§7.5.1; task details §7.7.1), on dm_control.locomotion walkers.
+
+Names are ``<walker>-<task>``:
+- walkers: ``jumping_ball`` (``JumpingBallWithHead``, control timestep 0.025 s as in §7.7.1), ``ant`` (``Ant``,
+  0.05 s as in §7.7.1), ``cmu_humanoid`` (``CMUHumanoidPositionControlledV2020``, dm_control's usual 0.03 s). The
+  thesis' "simple humanoid" (28 DoF, 21 actuators) is not published; the CMU humanoid (56 actuators) stands in.
+- tasks (physics timestep 0.005 s, flat ``Floor`` arena, targets drawn uniformly in its 8 m x 8 m square):
+  - ``walk`` (dense, 10 s): a direction (forward/backward/left/right = world +x/-x/+y/-y) is drawn uniformly at
+    the start and again half-way (it may repeat). Reward r = exp(-|v - v_t|^2), v the walker's planar velocity
+    (its root body's world-frame xy velocity), v_t the target velocity of speed 3 in the commanded direction.
+    Task features: the direction one-hot (4) and v_t in the walker's egocentric frame (3), which tells the walker
+    its heading (proprioception is egocentric and carries no yaw). On ``cmu_humanoid`` the episode terminates
+    (discount 0) when the head body is lower than 0.95 m (the standing head is at about 1.8 m).
+  - ``go-to-target`` (sparse, 20 s): K targets (default K = 2, as in the thesis' two-target box task; set with
+    ``num_targets``). One of them, drawn uniformly, is the goal; reaching it (root within 1 m in the plane,
+    dm_control's ``GoToTarget`` tolerance) gives r = 60 and terminates the episode (discount 0). Task features:
+    the goal's position relative to the walker and every target's relative position, all in the walker's
+    egocentric frame (3 + 3K).
+  - ``moving-target`` (sparse, 25 s): one target; r = 1 on every step the walker is within 1 m of it; after 10
+    consecutive on-target steps the target respawns elsewhere. Task features: its egocentric position (3).
+  - ``multitask``: each episode draws one of the three tasks uniformly. Task features: a one-hot task id (3) and
+    the episode's task features zero-padded to the longest (3 + 3K); ``info["task"]`` names the task.
+- The walker starts at a uniformly random position and heading (the thesis: "randomly initialised"). Targets are
+  drawn at least 2 m from the walker (and 2 m from each other) so that no episode starts on its goal and the
+  targets stay distinguishable; a respawned moving target is at least 2 m from the walker.
+
+Observations (``envs.spaces``): ``proprio`` holds only the walker's own observables (joint positions/velocities,
+egocentric body positions, world z-axis in the body frame, body height, gyro, accelerometer, velocimeter, touch,
+force/torque sensors), exactly as dm_control's ``GoToTarget`` enables them; targets are sites, which no sensor or
+contact sees, so ``proprio`` is independent of the task. ``task`` holds the task features above. A time limit is a
+truncation (discount 1); reaching the goal and the humanoid's fall are terminations (discount 0).
+"""
+from __future__ import annotations
+
+import logging
+
+import mujoco
+import numpy as np
+from dm_control import composer
+from dm_control.composer.observation import observable
+
+from envs import EnvError
+from envs.dmc import DMEnv
+
+WALKERS = ("jumping_ball", "ant", "cmu_humanoid")
+TASKS = ("walk", "go-to-target", "moving-target")
+_CONTROL_TIMESTEP = {"jumping_ball": 0.025, "ant": 0.05, "cmu_humanoid": 0.03}
+_CAMERA = {"jumping_ball": "walker/tracking", "ant": "walker/floating", "cmu_humanoid": "walker/back"}
+PHYSICS_TIMESTEP = 0.005
+ARENA_SIZE = 8.0               # side of the square floor (dm_control Floor default) in which things are placed
+TOLERANCE = 1.0                # planar distance that counts as reaching a target (dm_control GoToTarget default)
+MIN_TARGET_DISTANCE = 2.0
+TARGET_SPEED = 3.0             # §7.7.1: v_t = 3
+HEAD_HEIGHT_LIMIT = 0.95       # §7.7.1: humanoid terminates when the head drops below 0.95
+GOAL_REWARD = 60.0             # §7.7.1 go to one of K targets
+STEPS_BEFORE_RESPAWN = 10      # §7.7.1 moving target
+# The jumping ball has slide root joints, so dm_control's upright initializer warns on every reset that it cannot
+# zero a free joint's velocity; the velocity is zero anyway (reset_context resets the whole state).
+logging.getLogger("absl").addFilter(lambda record: "Cannot set velocity on Entity" not in record.getMessage())
+DIRECTIONS = {"forward": (1.0, 0.0), "backward": (-1.0, 0.0), "left": (0.0, 1.0), "right": (0.0, -1.0)}
+
+
+def names() -> list[str]:
+    return [f"{w}-{t}" for w in WALKERS for t in (*TASKS, "multitask")]
+
+
+def make(name: str, seed: int | None = None, action_repeat: int = 1, num_targets: int = 2,
+         render_size: tuple[int, int] = (240, 320), **unknown) -> "LocomotionEnv":
+    if unknown:
+        raise EnvError(f"{name}: unknown option(s) {', '.join(sorted(unknown))} "
+                       "(locomotion tasks take num_targets and render_size)")
+    walker, _, task = name.partition("-")
+    if walker not in WALKERS or task not in (*TASKS, "multitask"):
+        raise EnvError(f"unknown locomotion task {name!r}; names are {', '.join(names())}")
+    if not isinstance(num_targets, int) or num_targets < 1:
+        raise EnvError(f"num_targets must be a positive integer, got {num_targets!r}")
+    tasks = TASKS if task == "multitask" else (task,)
+    return LocomotionEnv(walker, tasks, num_targets=num_targets, seed=seed, action_repeat=action_repeat,
+                         render_size=render_size)
+
+
+def walk_reward(velocity: np.ndarray, target_velocity: np.ndarray) -> float:
+    """§7.7.1: r = exp(-|v - v_t|^2)."""
+    return float(np.exp(-np.sum((np.asarray(velocity) - np.asarray(target_velocity)) ** 2)))
+
+
+# -- objectives: the logic of one task, on a walker and arena shared with the others ------------------------------
+class Objective:
+    """One task. ``after_step`` sets ``reward`` and ``terminated`` for the step just taken."""
+
+    name: str
+    time_limit: float
+    feature_size: int
+
+    def __init__(self):
+        self.reward, self.terminated = 0.0, False
+
+    def add_to(self, arena) -> None:
+        """Add this task's (non-colliding) sites to the arena's model."""
+
+    def initialize_episode(self, task: "LocomotionTask", physics, random_state) -> None:
+        self.reward, self.terminated = 0.0, False
+
+    def after_step(self, task: "LocomotionTask", physics, random_state) -> None:
+        raise NotImplementedError
+
+    def features(self, task: "LocomotionTask", physics) -> np.ndarray:
+        raise NotImplementedError
+
+    def show(self, physics, visible: bool) -> None:
+        """Show or hide this task's sites (rendering only; sites never touch the physics)."""
+
+
+class Walk(Objective):
+    name, time_limit, feature_size = "walk", 10.0, 4 + 3
+
+    def __init__(self, head=None):
+        super().__init__()
+        self.head = head  # the body whose height ends the episode (humanoid only)
+        self.direction = 0
+        self._resampled = False
+
+    def _sample_direction(self, random_state) -> None:
+        self.direction = int(random_state.randint(len(DIRECTIONS)))
+
+    def target_velocity(self) -> np.ndarray:
+        return TARGET_SPEED * np.asarray(list(DIRECTIONS.values())[self.direction])
+
+    def initialize_episode(self, task, physics, random_state):
+        super().initialize_episode(task, physics, random_state)
+        self._sample_direction(random_state)
+        self._resampled = False
+
+    def after_step(self, task, physics, random_state):
+        if not self._resampled and physics.time() >= self.time_limit / 2 - PHYSICS_TIMESTEP / 2:
+            self._sample_direction(random_state)  # §7.7.1: "and half-way through an episode"
+            self._resampled = True
+        self.reward = walk_reward(task.planar_velocity(physics), self.target_velocity())
+        self.terminated = self.head is not None and physics.bind(self.head).xpos[2] < HEAD_HEIGHT_LIMIT
+
+    def features(self, task, physics):
+        one_hot = np.eye(len(DIRECTIONS))[self.direction]
+        target = task.walker.transform_vec_to_egocentric_frame(physics, np.append(self.target_velocity(), 0.0))
+        return np.concatenate([one_hot, target])
+
+
+class _Targets(Objective):
+    """Tasks with target sites: their positions live in the model (``site_pos``), which rendering shows too."""
+
+    colours = ((0.9, 0.2, 0.2, 1.0),)
+
+    def __init__(self, count: int):
+        super().__init__()
+        self.count = count
+        self.sites = []
+
+    def add_to(self, arena):
+        self.sites = [arena.mjcf_model.worldbody.add("site", name=f"{self.name}_{i}", type="sphere", size=(0.3,),
+                                                     pos=(0.0, 0.0, 0.0), rgba=self.colours[0], group=0)
+                      for i in range(self.count)]
+
+    def positions(self, physics) -> np.ndarray:
+        return np.array(physics.bind(self.sites).pos)
+
+    def set_position(self, physics, index: int, xy) -> None:
+        physics.bind(self.sites[index]).pos = [xy[0], xy[1], 0.0]
+
+    def relative(self, task, physics, positions: np.ndarray) -> np.ndarray:
+        """Positions relative to the walker's root, in its egocentric frame."""
+        return task.walker.transform_vec_to_egocentric_frame(physics, positions - task.root_position(physics))
+
+    def on_target(self, task, physics, index: int) -> bool:
+        return bool(np.linalg.norm(self.positions(physics)[index, :2] - task.root_position(physics)[:2]) < TOLERANCE)
+
+    def show(self, physics, visible):
+        physics.bind(self.sites).rgba[:, 3] = float(visible)
+
+
+class GoToTarget(_Targets):
+    name, time_limit = "go-to-target", 20.0
+    colours = ((0.9, 0.2, 0.2, 1.0), (0.3, 0.4, 0.9, 1.0))  # goal, others (for videos; not observed)
+
+    def __init__(self, num_targets: int = 2):
+        super().__init__(num_targets)
+        self.feature_size = 3 + 3 * num_targets
+        self.goal = 0
+
+    def initialize_episode(self, task, physics, random_state):
+        super().initialize_episode(task, physics, random_state)
+        taken = [task.root_position(physics)[:2]]
+        for i in range(self.count):
+            xy = task.sample_position(random_state, away_from=taken)
+            self.set_position(physics, i, xy)
+            taken.append(xy)
+        self.goal = int(random_state.randint(self.count))
+        physics.bind(self.sites).rgba = [self.colours[0] if i == self.goal else self.colours[1]
+                                         for i in range(self.count)]
+
+    def after_step(self, task, physics, random_state):
+        self.terminated = self.on_target(task, physics, self.goal)
+        self.reward = GOAL_REWARD if self.terminated else 0.0
+
+    def features(self, task, physics):
+        relative = self.relative(task, physics, self.positions(physics))
+        return np.concatenate([relative[self.goal], relative.ravel()])
+
+
+class MovingTarget(_Targets):
+    name, time_limit, feature_size = "moving-target", 25.0, 3
+
+    def __init__(self):
+        super().__init__(1)
+        self.steps_on_target = 0
+
+    def _respawn(self, task, physics, random_state):
+        self.set_position(physics, 0, task.sample_position(random_state, away_from=[task.root_position(physics)]))
+        self.steps_on_target = 0
+
+    def initialize_episode(self, task, physics, random_state):
+        super().initialize_episode(task, physics, random_state)
+        self._respawn(task, physics, random_state)
+
+    def after_step(self, task, physics, random_state):
+        on = self.on_target(task, physics, 0)
+        self.reward = 1.0 if on else 0.0
+        self.steps_on_target = self.steps_on_target + 1 if on else 0
+        if self.steps_on_target >= STEPS_BEFORE_RESPAWN:
+            # before the observation is taken, so the agent sees the new target on the step that moved it
+            self._respawn(task, physics, random_state)
+
+    def features(self, task, physics):
+        return self.relative(task, physics, self.positions(physics))[0]
+
+
+# -- the composer task: one walker on a floor, one of the objectives per episode -----------------------------------
+class LocomotionTask(composer.Task):
+    """A walker on a ``Floor``; each episode runs one objective (drawn uniformly when there are several)."""
+
+    def __init__(self, walker, arena, objectives: list[Objective], control_timestep: float):
+        self.walker, self._arena, self.objectives = walker, arena, objectives
+        walker.create_root_joints(arena.attach(walker))
+        for obs in (walker.observables.proprioception + walker.observables.kinematic_sensors
+                    + walker.observables.dynamic_sensors + [walker.observables.sensors_touch]):
+            obs.enabled = True
+        for objective in objectives:
+            objective.add_to(arena)
+        self.active = 0
+        self._timed_out = False
+        self._feature_size = max(o.feature_size for o in objectives)
+        multitask = len(objectives) > 1
+        self._task_observables = {"task": observable.Generic(lambda physics: self._task_features(physics,
+                                                                                                multitask))}
+        self._task_observables["task"].enabled = True
+        self.set_timesteps(physics_timestep=PHYSICS_TIMESTEP, control_timestep=control_timestep)
+
+    @property
+    def root_entity(self):
+        return self._arena
+
+    @property
+    def task_observables(self):
+        return self._task_observables
+
+    @property
+    def objective(self) -> Objective:
+        return self.objectives[self.active]
+
+    def _task_features(self, physics, multitask: bool) -> np.ndarray:
+        padded = np.zeros(self._feature_size)
+        features = self.objective.features(self, physics)
+        padded[:features.size] = features
+        if not multitask:
+            return padded
+        return np.concatenate([np.eye(len(self.objectives))[self.active], padded])
+
+    # helpers the objectives use
+    def root_position(self, physics) -> np.ndarray:
+        return np.array(physics.bind(self.walker.root_body).xpos)
+
+    def planar_velocity(self, physics) -> np.ndarray:
+        """World-frame xy velocity of the walker's root body."""
+        velocity = np.zeros(6)  # (angular, linear), world orientation, at the body's origin
+        mujoco.mj_objectVelocity(physics.model.ptr, physics.data.ptr, mujoco.mjtObj.mjOBJ_BODY,
+                                 physics.bind(self.walker.root_body).element_id, velocity, 0)
+        return velocity[3:5]
+
+    def sample_position(self, random_state, away_from=()) -> np.ndarray:
+        """Uniform in the arena square, at least MIN_TARGET_DISTANCE from each point of ``away_from``."""
+        for _ in range(1000):
+            xy = random_state.uniform(-ARENA_SIZE / 2, ARENA_SIZE / 2, size=2)
+            if all(np.linalg.norm(xy - np.asarray(p)[:2]) >= MIN_TARGET_DISTANCE for p in away_from):
+                return xy
+        raise RuntimeError("cannot place a target: the arena is too crowded")
+
+    # composer hooks
+    def initialize_episode(self, physics, random_state):
+        self.active = int(random_state.randint(len(self.objectives)))
+        self.walker.reinitialize_pose(physics, random_state)
+        yaw = random_state.uniform(-np.pi, np.pi)
+        xy = random_state.uniform(-ARENA_SIZE / 2, ARENA_SIZE / 2, size=2)
+        self.walker.shift_pose(physics, position=[xy[0], xy[1], 0.0],
+                               quaternion=[np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)])
+        for i, objective in enumerate(self.objectives):
+            objective.show(physics, i == self.active)
+        self._timed_out = False
+        self.objective.initialize_episode(self, physics, random_state)
+
+    def before_step(self, physics, action, random_state):
+        self.walker.apply_action(physics, action, random_state)
+
+    def after_step(self, physics, random_state):
+        self.objective.after_step(self, physics, random_state)
+        # a float-safe time limit (time accumulates in physics timesteps)
+        self._timed_out = physics.time() >= self.objective.time_limit - PHYSICS_TIMESTEP / 2
+
+    def get_reward(self, physics):
+        return self.objective.reward
+
+    def get_discount(self, physics):
+        return 0.0 if self.objective.terminated else 1.0
+
+    def should_terminate_episode(self, physics):
+        return self.objective.terminated or self._timed_out
+
+
+
+def build_walker(walker: str):
+    from dm_control.locomotion.walkers import ant, cmu_humanoid, jumping_ball
+
+    return {"jumping_ball": jumping_ball.JumpingBallWithHead, "ant": ant.Ant,
+            "cmu_humanoid": cmu_humanoid.CMUHumanoidPositionControlledV2020}[walker]()
+
+
+def build_task(walker_name: str, tasks: tuple[str, ...], num_targets: int = 2):
+    from dm_control.locomotion.arenas import floors
+
+    walker = build_walker(walker_name)
+    head = walker.mjcf_model.find("body", "head") if walker_name == "cmu_humanoid" else None
+    objectives = {"walk": lambda: Walk(head), "go-to-target": lambda: GoToTarget(num_targets),
+                  "moving-target": MovingTarget}
+    return LocomotionTask(walker, floors.Floor(size=(ARENA_SIZE, ARENA_SIZE)), [objectives[t]() for t in tasks],
+                         _CONTROL_TIMESTEP[walker_name])
+
+
+class LocomotionEnv(DMEnv):
+    """A locomotion task as a Gymnasium env (the ``DMEnv`` interface); ``info["task"]`` names the episode's task
+    in multitask envs. ``task`` is the composer task (its ``objective`` is the episode's task)."""
+
+    def __init__(self, walker: str, tasks: tuple[str, ...], num_targets: int = 2, seed: int | None = None,
+                 action_repeat: int = 1, render_size: tuple[int, int] = (240, 320)):
+        self.task = build_task(walker, tasks, num_targets)
+        self._multitask = len(tasks) > 1
+
+        def load(env_seed: int):
+            # no recompiling per episode: targets move through the physics model, not the MJCF
+            return composer.Environment(self.task, random_state=env_seed, strip_singleton_obs_buffer_dim=True,
+                                           recompile_mjcf_every_episode=False)
+
+        super().__init__(load, seed=seed, action_repeat=action_repeat, render_size=render_size,
+                         group_of=lambda key: "proprio" if key.startswith("walker/") else "task",
+                         camera_id=_CAMERA[walker])
+
+    def _reseed(self, env_seed: int) -> None:
+        self._env.random_state.seed(env_seed)  # in place: rebuilding a composer env costs a model compile
+
+    def _info(self) -> dict:
+        return {"task": self.task.objective.name} if self._multitask else {}
