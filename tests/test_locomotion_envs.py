@@ -1,0 +1,235 @@
+"""Ch. 7 locomotion tasks (envs/locomotion.py): observation groups, task-free proprioception, each task's reward,
+termination and time limit, the half-way direction switch, multitask ``info["task"]``, seeding and names."""
+import numpy as np
+import pytest
+from dm_control import mjcf
+
+import envs
+from envs import EnvError, UnknownEnvError, locomotion
+from tests.conftest import run_cli
+
+WALKER_SIZES = {"jumping_ball": 3, "ant": 8, "cmu_humanoid": 56}  # actuators
+
+
+def rollout(env, actions):
+    """Proprio, task, rewards, terminated, truncated and infos of one env driven by ``actions``."""
+    out = {k: [] for k in ("proprio", "task", "reward", "terminated", "truncated", "info")}
+    for action in actions:
+        obs, reward, terminated, truncated, info = env.step(action)
+        for key, value in zip(out, (obs["proprio"], obs["task"], reward, terminated, truncated, info)):
+            out[key].append(value)
+        if terminated or truncated:
+            break
+    return out
+
+
+@pytest.mark.parametrize("walker", list(WALKER_SIZES))
+def test_names_groups_and_spaces(walker):
+    sizes = {}
+    for task in (*locomotion.TASKS, "multitask"):
+        env = envs.make(f"{walker}-{task}", seed=0)
+        obs, info = env.reset()
+        assert set(obs) == {"proprio", "task"} and env.observation_space.contains(obs)
+        assert env.action_space.shape == (WALKER_SIZES[walker],)
+        assert env.action_space.low.min() == -1.0 and env.action_space.high.max() == 1.0
+        assert env.render().shape == (240, 320, 3)
+        sizes[task] = (obs["proprio"].size, obs["task"].size)
+        assert ("task" in info) == (task == "multitask")
+    assert len({p for p, _ in sizes.values()}) == 1  # the same body in every task
+    k = 2  # default number of targets: walk 4 + 3, go-to-target 3 + 3K, moving target 3, multitask 3 + max
+    assert [t for _, t in sizes.values()] == [7, 3 + 3 * k, 3, 3 + 3 + 3 * k]
+
+
+@pytest.mark.parametrize("walker", ["jumping_ball", "ant"])
+def test_proprio_does_not_depend_on_the_task(walker):
+    """The same seed gives the same body in every task (the walker is placed before the task is drawn); the same
+    actions then give the same proprio, whatever the targets or the direction."""
+    actions = np.random.default_rng(0).uniform(-1, 1, (40, WALKER_SIZES[walker]))
+    runs = []
+    for task in locomotion.TASKS:
+        env = envs.make(f"{walker}-{task}", seed=7)
+        env.reset()
+        runs.append(rollout(env, actions))
+    for run in runs[1:]:
+        np.testing.assert_array_equal(np.array(run["proprio"]), np.array(runs[0]["proprio"]))
+
+    # moving the targets mid-episode changes only the task group
+    a, b = (envs.make(f"{walker}-go-to-target", seed=3) for _ in range(2))
+    a.reset(), b.reset()
+    b.task.objective.set_position(b.physics, 0, [-30.0, 30.0])
+    b.task.objective.goal = 1
+    run_a, run_b = rollout(a, actions), rollout(b, actions)
+    np.testing.assert_array_equal(np.array(run_a["proprio"]), np.array(run_b["proprio"]))
+    assert not np.allclose(np.array(run_a["task"]), np.array(run_b["task"]))
+
+
+def test_walk_reward_is_one_at_the_target_velocity():
+    env = envs.make("ant-walk", seed=1)
+    env.reset()
+    task, physics = env.task, env.physics
+    target = task.objective.target_velocity()
+    assert np.linalg.norm(target) == pytest.approx(3.0)
+    free = mjcf.get_frame_freejoint(task.walker.mjcf_model)
+    for offset, expected in (((0.0, 0.0), 1.0), ((1.0, 0.0), np.exp(-1.0)), ((0.6, -0.8), np.exp(-1.0))):
+        physics.bind(free).qvel[:] = [target[0] + offset[0], target[1] + offset[1], 0.0, 0.0, 0.0, 0.0]
+        physics.forward()
+        np.testing.assert_allclose(task.planar_velocity(physics), target + offset, atol=1e-9)
+        task.after_step(physics, np.random.RandomState(0))
+        assert task.get_reward(physics) == pytest.approx(expected)
+        assert task.get_discount(physics) == 1.0
+    assert locomotion.walk_reward([0.0, 0.0], [3.0, 0.0]) == pytest.approx(np.exp(-9.0))
+
+
+def test_walk_direction_is_resampled_half_way_and_episode_is_10s():
+    switched = 0
+    for seed in range(6):
+        env = envs.make("jumping_ball-walk", seed=seed)
+        obs, _ = env.reset()
+        run = rollout(env, np.zeros((1000, 3)))
+        assert len(run["reward"]) == 400 and run["truncated"][-1] and not any(run["terminated"])  # 10 s / 0.025
+        directions = [np.argmax(obs["task"][:4])] + [np.argmax(t[:4]) for t in run["task"]]
+        assert all(np.sum(t[:4]) == 1.0 for t in run["task"])
+        # direction after k steps: the first one up to k = 199, the second one from k = 200 (t = 5 s) on
+        assert len(set(directions[:200])) == 1 and len(set(directions[200:])) == 1
+        switched += directions[0] != directions[200]
+    assert switched >= 2  # each switch is a fresh uniform draw from 4 directions
+
+
+def test_humanoid_walk_terminates_when_the_head_drops():
+    env = envs.make("cmu_humanoid-walk", seed=0)
+    env.reset()
+    zero = np.zeros(56)
+    _, _, terminated, _, _ = env.step(zero)
+    assert not terminated  # standing: head at about 1.8 m
+    walker, physics = env.task.walker, env.physics
+    walker.set_pose(physics, position=[0.0, 0.0, 0.3], quaternion=[np.cos(np.pi / 4), 0.0, np.sin(np.pi / 4), 0.0])
+    physics.forward()
+    assert physics.bind(env.task.objective.head).xpos[2] < locomotion.HEAD_HEIGHT_LIMIT
+    _, reward, terminated, truncated, _ = env.step(zero)
+    assert terminated and not truncated and 0.0 <= reward <= 1.0
+
+
+def test_go_to_target_reward_60_and_termination_only_at_the_goal():
+    env = envs.make("ant-go-to-target", seed=2, num_targets=3)
+    objective = env.task.objective
+    goals = set()
+    for _ in range(6):  # the first three task features are the goal's egocentric position
+        obs, _ = env.reset()
+        assert obs["task"].size == 3 + 9
+        np.testing.assert_array_equal(obs["task"][:3], obs["task"][3 + 3 * objective.goal:6 + 3 * objective.goal])
+        goals.add(objective.goal)
+    assert len(goals) > 1
+    physics = env.physics
+    root = env.task.root_position(physics)
+    assert np.all(np.linalg.norm(objective.positions(physics)[:, :2] - root[:2], axis=1) >= 2.0)
+    other = (objective.goal + 1) % 3
+    objective.set_position(physics, other, root[:2])  # standing on a target that is not the goal
+    _, reward, terminated, truncated, _ = env.step(np.zeros(8))
+    assert reward == 0.0 and not terminated and not truncated
+    objective.set_position(physics, objective.goal, env.task.root_position(physics)[:2] + [0.5, 0.0])
+    _, reward, terminated, truncated, _ = env.step(np.zeros(8))
+    assert reward == locomotion.GOAL_REWARD and terminated and not truncated
+
+
+def test_go_to_target_times_out_after_20s():
+    env = envs.make("jumping_ball-go-to-target", seed=4)
+    env.reset()
+    run = rollout(env, np.zeros((2000, 3)))
+    assert len(run["reward"]) == 800 and run["truncated"][-1] and not run["terminated"][-1]
+    assert sum(run["reward"]) == 0.0
+
+
+def test_moving_target_rewards_each_step_on_target_and_respawns_after_10_consecutive():
+    env = envs.make("ant-moving-target", seed=5)
+    env.reset()
+    objective, physics, zero = env.task.objective, env.physics, np.zeros(8)
+
+    def put_target_on_walker():
+        objective.set_position(physics, 0, env.task.root_position(physics)[:2])
+
+    put_target_on_walker()
+    rewards = [env.step(zero)[1] for _ in range(5)]
+    objective.set_position(physics, 0, env.task.root_position(physics)[:2] + [3.0, 0.0])  # step off: count restarts
+    rewards.append(env.step(zero)[1])
+    put_target_on_walker()
+    placed = objective.positions(physics)[0].copy()
+    for _ in range(9):
+        obs, reward, *_ = env.step(zero)
+        rewards.append(reward)
+        np.testing.assert_array_equal(objective.positions(physics)[0], placed)
+    obs, reward, terminated, truncated, _ = env.step(zero)  # the 10th consecutive step on the target
+    rewards.append(reward)
+    assert rewards == [1.0] * 5 + [0.0] + [1.0] * 10 and not terminated and not truncated
+    root = env.task.root_position(physics)
+    assert np.linalg.norm(objective.positions(physics)[0, :2] - root[:2]) >= locomotion.MIN_TARGET_DISTANCE
+    assert np.linalg.norm(obs["task"][:2]) > 1.5  # the observation already shows the respawned target
+    assert env.step(zero)[1] == 0.0
+
+
+def test_moving_target_episode_is_25s():
+    env = envs.make("ant-moving-target", seed=6)
+    env.reset()
+    run = rollout(env, np.zeros((1000, 8)))
+    assert len(run["reward"]) == 500 and run["truncated"][-1] and not any(run["terminated"])  # 25 s / 0.05
+
+
+def test_multitask_names_the_task_in_info_and_matches_the_one_hot():
+    env = envs.make("ant-multitask", seed=0)
+    seen = set()
+    for episode in range(12):
+        obs, info = env.reset(seed=episode)
+        task = info["task"]
+        seen.add(task)
+        assert env.observation_space.contains(obs)
+        assert np.argmax(obs["task"][:3]) == locomotion.TASKS.index(task) and obs["task"][:3].sum() == 1.0
+        run = rollout(env, np.random.default_rng(episode).uniform(-1, 1, (5, 8)))
+        assert all(i["task"] == task for i in run["info"])
+        assert all(np.argmax(t[:3]) == locomotion.TASKS.index(task) for t in run["task"])
+    assert seen == set(locomotion.TASKS)
+
+
+def test_reset_seed_reproduces_episodes():
+    env = envs.make("ant-multitask", seed=1)
+    fresh = envs.make("ant-multitask", seed=99)
+    actions = np.random.default_rng(1).uniform(-1, 1, (20, 8))
+    env.reset()
+    rollout(env, actions)
+    obs, info = env.reset(seed=11)
+    obs_fresh, info_fresh = fresh.reset(seed=11)
+    assert info == info_fresh
+    for key in obs:
+        np.testing.assert_array_equal(obs[key], obs_fresh[key])
+    np.testing.assert_array_equal(np.array(rollout(env, actions)["proprio"]),
+                                  np.array(rollout(fresh, actions)["proprio"]))
+    second, _ = env.reset()
+    assert not np.array_equal(second["proprio"], obs["proprio"])  # episodes differ without a new seed
+
+
+def test_action_repeat_sums_rewards_and_keeps_the_time_limit():
+    env = envs.make("jumping_ball-walk", seed=0, action_repeat=4)
+    assert env.metadata["render_fps"] == 10
+    env.reset()
+    run = rollout(env, np.zeros((1000, 3)))
+    assert len(run["reward"]) == 100 and run["truncated"][-1]
+    assert all(0.0 <= r <= 4.0 for r in run["reward"])
+
+
+def test_bad_names_and_options_are_one_clear_error():
+    with pytest.raises(UnknownEnvError, match="ant-walk"):
+        envs.make("ant-wlak")
+    with pytest.raises(UnknownEnvError):
+        envs.make("humanoid-go-to-target")
+    with pytest.raises(EnvError, match="unknown option"):
+        envs.make("ant-walk", speed=5)
+    with pytest.raises(EnvError, match="num_targets"):
+        envs.make("ant-go-to-target", num_targets=0)
+    with pytest.raises(EnvError, match="unknown locomotion task"):
+        locomotion.make("ant-fly")
+
+
+def test_train_list_shows_the_names():
+    result = run_cli("--list")
+    assert result.returncode == 0, result.stderr
+    for name in locomotion.names():
+        assert name in result.stdout
+    assert len(locomotion.names()) == 12
