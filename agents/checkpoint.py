@@ -13,7 +13,6 @@ A checkpoint is written into ``step-N.tmp-<pid>``, fsynced, renamed to ``step-N`
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -24,6 +23,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.numpy import load_file as load_numpy, save_file as save_numpy
 from safetensors.torch import load_file as load_torch, save_file as save_torch
+
+from priors.io import atomic_write_text, fsync_path, sha256_file
 
 FORMAT = "probctl-checkpoint"
 VERSION = 1
@@ -68,32 +69,6 @@ def unflatten_state(tensors: dict[str, torch.Tensor], skeleton):
 
 
 # -- files ---------------------------------------------------------------------------------------------------------
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync(path.parent)
-
-
 def save(checkpoint_root: Path, step: int, agent_state: dict, replay_arrays: dict[str, np.ndarray] | None,
          meta: dict, keep: int = 2) -> Path:
     """Write one checkpoint and point ``latest`` at it; keep the newest ``keep`` checkpoints."""
@@ -111,15 +86,15 @@ def save(checkpoint_root: Path, step: int, agent_state: dict, replay_arrays: dic
         save_numpy({k: np.ascontiguousarray(v) for k, v in replay_arrays.items()}, str(tmp / "replay.safetensors"))
         files.append("replay.safetensors")
     state = {"format": FORMAT, "version": VERSION, "step": step, "agent_skeleton": skeleton,
-             "sha256": {f: _sha256(tmp / f) for f in files}, **meta}
+             "sha256": {f: sha256_file(tmp / f) for f in files}, **meta}
     (tmp / "state.json").write_text(json.dumps(state, indent=1))
     for f in [*files, "state.json"]:
-        _fsync(tmp / f)
-    _fsync(tmp)
+        fsync_path(tmp / f)
+    fsync_path(tmp)
     if final.exists():  # a checkpoint of the same step from an earlier, interrupted run
         shutil.rmtree(final)
     os.replace(tmp, final)
-    _fsync(checkpoint_root)
+    fsync_path(checkpoint_root)
     atomic_write_text(checkpoint_root / "latest", name + "\n")
     # prune: older complete checkpoints beyond `keep`, and temp dirs left by killed processes
     complete = sorted((p for p in checkpoint_root.glob("step-*") if ".tmp-" not in p.name and p != final),
@@ -160,7 +135,7 @@ def load(path: Path, device: torch.device | str = "cpu") -> tuple[dict, dict, di
         raise CheckpointError(f"{path}/state.json is incomplete (no checksums or state layout)")
     for name, digest in meta["sha256"].items():
         file = path / name
-        if not file.is_file() or _sha256(file) != digest:
+        if not file.is_file() or sha256_file(file) != digest:
             raise CheckpointError(f"{file} is missing or corrupt (checksum mismatch)")
     try:
         tensors = load_torch(str(path / "model.safetensors"), device=str(device))

@@ -162,7 +162,11 @@ class Trainer:
                 "counters": {"env_steps": self.env_steps, "actor_steps": self.actor_steps,
                              "episodes": self.episodes},
                 "numpy_rng": self.rng.bit_generator.state, "replay": self.replay.counters()}
-        return checkpoint.save(self.run_dir / "checkpoints", self.env_steps, state, self.replay.arrays(), meta)
+        path = checkpoint.save(self.run_dir / "checkpoints", self.env_steps, state, self.replay.arrays(), meta)
+        export = getattr(self.agent, "export_artifacts", None)  # e.g. a learned prior, loadable by other runs
+        if export is not None:
+            export(self.run_dir)
+        return path
 
     def _restore(self, path: Path) -> None:
         meta, state, replay_arrays = checkpoint.load(path, device=self.device)

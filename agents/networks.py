@@ -5,18 +5,9 @@ from collections.abc import Sequence
 
 import torch
 from torch import nn
-import torch.nn.functional as F
 
 from agents.distributions import SquashedGaussian
-
-
-def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for width in hidden:
-        layers += [nn.Linear(in_dim, width), activation()]
-        in_dim = width
-    layers.append(nn.Linear(in_dim, out_dim))
-    return nn.Sequential(*layers)
+from inference.layers.mlp import bounded_log_std, mlp
 
 
 class GaussianPolicy(nn.Module):
@@ -35,9 +26,7 @@ class GaussianPolicy(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> SquashedGaussian:
         mean, raw = self.net(obs).chunk(2, dim=-1)
-        log_std = self.log_std_max - F.softplus(self.log_std_max - raw)
-        log_std = self.log_std_min + F.softplus(log_std - self.log_std_min)
-        return SquashedGaussian(mean, log_std.exp())
+        return SquashedGaussian(mean, bounded_log_std(raw, self.log_std_min, self.log_std_max).exp())
 
 
 class QNetwork(nn.Module):

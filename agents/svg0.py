@@ -22,20 +22,42 @@ Choices where the thesis is silent (documented defaults, all settable with ``--s
   on a CPU core, where 512 x 10 transitions cost ~0.5 s per update; the default is 32 sequences (320 transitions)
   every ``update_every = 2`` actor steps, i.e. 160 replayed transitions per actor step.
   ``--set batch_size=512 --set update_every=1`` restores the thesis's batch.
+
+KL-regularised RL with a learned behaviour prior (seed 000 Ch 7, Alg 10; Alg 11 for the latent prior), with
+``--set prior=mlp|lstm|latent`` (priors/models.py):
+- r~_t = r_t - kl_coef * KL[pi^O(.|s_t) || pi_0^T(.|s_t)] inside Retrace (the *target* prior; eq 7.2, alpha = 0.01);
+- the prior minimises L_pi0 = sum_t KL[pi^O(.|s_t) || pi_0^O(.|s_t)] w.r.t. its own parameters only (the policy is
+  detached: distillation); the latent prior's inference network is trained by the same loss and learning rate;
+- Alg 10's listing leaves the current step's KL out of the policy loss, although objective 7.2 implies it (Q built
+  from augmented rewards has no gradient for a KL that does not depend on a_t). ``kl_in_policy_loss`` (default on)
+  adds kl_coef * KL[pi^O || pi_0^T] to the policy loss, differentiated w.r.t. the policy only; for the latent prior
+  its action part is taken analytically given z ~ f^T (priors/models.py);
+- information asymmetry (§7.4.2): the prior sees only the observation groups in ``prior_obs`` (default: proprio);
+- the entropy regularisation above stays as configured (Distral, eq 7.3, has both terms);
+  ``--set entropy_coef=0 --set entropy_auto=false`` leaves Alg 10's KL alone;
+- every P updates pi_0^T <- pi_0^O with the other targets. Multitask: one agent on a multitask environment (the task
+  id is task information) trains one shared prior.
+- transfer: ``prior_init=PATH`` starts from a saved prior (a run exports its prior to ``<run>/prior`` at every
+  checkpoint), ``prior_trainable=false`` keeps it fixed;
+- latent-space reuse (Fig 7.5): ``latent_controller=PATH`` (a saved latent prior) makes the policy's action the
+  latent z of the frozen decoder pi_0(a|s, z) (priors/reuse.py).
 """
 from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import numpy as np
 import torch
 from gymnasium import spaces
 
+import priors
 from agents.config import ConfigError
 from agents.networks import GaussianPolicy, QNetwork, frozen_copy, hard_update
 from agents.observations import ObsLayout
 from agents.retrace import retrace_targets, truncated_importance_weights
+from priors.reuse import LatentActionEnv
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +79,20 @@ class SVG0Config:
     update_every: int = 2  # actor steps per learner update
     critics: int = 1  # 1: Alg 9's single critic; 2: clipped double Q (min over heads) against overestimation
     grad_clip: float | None = None  # max gradient norm per network; None: no clipping
+    # behaviour prior (Ch 7; see the module docstring)
+    prior: str = "none"  # none | mlp | lstm | latent
+    prior_obs: tuple[str, ...] = ("proprio",)  # observation groups the prior sees (information asymmetry)
+    kl_coef: float = 0.01  # alpha of eq 7.2
+    prior_lr: float = 3e-4
+    prior_hidden: tuple[int, ...] = (300, 300)
+    kl_in_policy_loss: bool = True
+    prior_init: str = ""  # a saved prior (or a run directory that exported one) to start from
+    prior_trainable: bool = True
+    latent_dim: int = 2
+    latent_ar_coef: float = 0.95
+    latent_lookahead: int = 3
+    latent_controller: str = ""  # a saved latent prior whose frozen decoder turns the policy's z into actions
+    latent_scale: float = 3.0  # z = latent_scale * action
 
     def validate(self) -> None:
         checks = [
@@ -77,6 +113,15 @@ class SVG0Config:
             (0 < self.policy_lr < math.inf and 0 < self.critic_lr < math.inf, "learning rates must be finite and > 0"),
             (self.update_every >= 1, "update_every must be >= 1"),
             (len(self.hidden) >= 1 and min(self.hidden) >= 1, "hidden must list positive layer widths"),
+            (self.prior in ("none", *priors.KINDS), f"prior must be none, {', '.join(priors.KINDS)}"),
+            (len(self.prior_obs) >= 1, "prior_obs must name at least one observation group"),
+            (0.0 <= self.kl_coef < math.inf, "kl_coef must be finite and >= 0"),
+            (0 < self.prior_lr < math.inf, "prior_lr must be finite and > 0"),
+            (len(self.prior_hidden) >= 1 and min(self.prior_hidden) >= 1, "prior_hidden must list positive widths"),
+            (self.prior != "none" or not self.prior_init, "prior_init needs a prior kind (--set prior=...)"),
+            (self.latent_dim >= 1 and self.latent_lookahead >= 0, "latent_dim >= 1, latent_lookahead >= 0"),
+            (0.0 <= self.latent_ar_coef < 1.0, "latent_ar_coef must be in [0, 1)"),
+            (self.latent_scale > 0, "latent_scale must be > 0"),
         ]
         for ok, message in checks:
             if not ok:
@@ -111,7 +156,63 @@ class SVG0Agent:
         self.policy_opt = torch.optim.Adam(self.policy.parameters(), lr=config.policy_lr)
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=config.policy_lr) if config.entropy_auto else None
+        self.prior = self.target_prior = self.prior_opt = None
+        if config.prior != "none":
+            self._build_prior(config)
         self.updates = 0
+
+    def _build_prior(self, config: SVG0Config) -> None:
+        try:
+            self.prior_groups = self.layout.check_groups(config.prior_obs)
+        except ValueError as e:
+            raise ConfigError(f"prior_obs: {e}") from None
+        self.prior_obs_sizes = {g: self.layout.size([g]) for g in self.layout.groups if g in self.prior_groups}
+        if config.prior_init:
+            try:
+                prior, meta = priors.load_prior(config.prior_init, self.device)
+            except priors.ModuleFileError as e:
+                raise ConfigError(f"prior_init: {e}") from None
+            if prior.config.kind != config.prior or prior.config.action_dim != self.action_dim:
+                raise ConfigError(f"prior_init: {config.prior_init} holds a {prior.config.kind} prior for "
+                                  f"{prior.config.action_dim} actions; this run needs a {config.prior} prior for "
+                                  f"{self.action_dim}")
+            if meta.get("obs_groups") != self.prior_obs_sizes:
+                raise ConfigError(f"prior_init: the prior saw observation groups {meta.get('obs_groups')}, this run's "
+                                  f"prior_obs give {self.prior_obs_sizes}")
+            self.prior = prior
+        else:
+            self.prior = priors.build(priors.PriorConfig(
+                config.prior, self.layout.size(self.prior_groups), self.action_dim, config.prior_hidden,
+                config.latent_dim, config.latent_ar_coef, config.latent_lookahead)).to(self.device)
+        self.target_prior = frozen_copy(self.prior)
+        if config.prior_trainable:
+            self.prior_opt = torch.optim.Adam(self.prior.parameters(), lr=config.prior_lr)
+        else:
+            self.prior.requires_grad_(False)
+
+    @staticmethod
+    def wrap_env(env, config: SVG0Config, device):
+        """Latent-space reuse: the policy acts through a saved latent prior's frozen decoder."""
+        if not config.latent_controller:
+            return env
+        try:
+            prior, meta = priors.load_prior(config.latent_controller, device)
+        except priors.ModuleFileError as e:
+            raise ConfigError(f"latent_controller: {e}") from None
+        if not isinstance(prior, priors.LatentPrior):
+            raise ConfigError(f"latent_controller: {config.latent_controller} holds a {prior.config.kind} prior; "
+                              "only a latent prior has a latent space to act in")
+        prior.requires_grad_(False)
+        try:
+            return LatentActionEnv(env, prior.decode, prior.config.latent_dim, meta["obs_groups"],
+                                   config.latent_scale, device)
+        except priors.ModuleFileError as e:
+            raise ConfigError(f"latent_controller: {e}") from None
+
+    def export_artifacts(self, run_dir) -> None:
+        """Save the prior where ``prior_init`` / ``latent_controller`` of another run can load it."""
+        if self.prior is not None:
+            priors.save_prior(self.prior, Path(run_dir) / "prior", self.prior_obs_sizes, updates=self.updates)
 
     # -- acting ----------------------------------------------------------------------------------------------
     @torch.no_grad()
@@ -131,43 +232,90 @@ class SVG0Agent:
         return self.log_alpha.detach().exp()
 
     # -- learning --------------------------------------------------------------------------------------------
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def _prior_kl(self, prior, obs, action, mask, dist, analytic: bool = False):
+        """Per-step KL[pi(.|s_t) || prior(.|s_t)] [B, K] on the prior's observation groups (priors/models.py)."""
+        prior_obs = self.layout.select(obs[:, :action.shape[1]], self.prior_groups)
+        return prior.kl(prior_obs, dist.mean, dist.std, action, mask, analytic=analytic)
+
+    def retrace_targets(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        """Q^R from the target networks (Alg 9 step 2) on rewards augmented by entropy and -kl_coef KL^T (Alg 10)."""
         cfg = self.config
         obs, action, mask = batch["obs"], batch["action"], batch["mask"]
         K = action.shape[1]
-        alpha = self.alpha
-
-        with torch.no_grad():  # Retrace targets from the target networks (Alg 9, step 2)
+        with torch.no_grad():
             target_dist = self.target_policy(obs)  # over the K+1 states
             sampled, sampled_log_prob = target_dist.rsample_with_log_prob(cfg.action_samples)
             value = self.target_critic(obs, sampled).amin(-1).mean(0)  # E_pi^T Q^T(s, .)  [B, K+1]
             entropy = -sampled_log_prob.mean(0)  # [B, K+1]
             q_taken = self.target_critic(obs[:, :K], action).amin(-1)
-            target_log_prob = target_dist[:, :K].log_prob(action)
-            log_ratio = target_log_prob - batch["behaviour_log_prob"]
+            log_ratio = target_dist[:, :K].log_prob(action) - batch["behaviour_log_prob"]
             c = truncated_importance_weights(log_ratio, cfg.retrace_lambda)
-            rewards = batch["reward"] + alpha * entropy[:, :K]
+            rewards = batch["reward"] + self.alpha * entropy[:, :K]
+            metrics = {}
+            if self.prior is not None:  # KL^T_t = KL[pi^O || pi_0^T], the online policy against the target prior
+                kl_target, _ = self._prior_kl(self.target_prior, obs, action, mask, self.policy(obs[:, :K]))
+                rewards = rewards - cfg.kl_coef * kl_target
+                metrics["prior/kl_target"] = masked_mean(kl_target, mask).item()
             targets = retrace_targets(rewards, batch["discount"], mask, q_taken, value[:, 1:], c, cfg.discount)
+        valid = mask.bool()
+        metrics.update({
+            "q/retrace_target_mean": targets[valid].mean().item(),
+            "q/retrace_target_std": targets[valid].std().item() if valid.sum() > 1 else 0.0,
+            "retrace/mean_c": c[valid].mean().item(),
+            "retrace/truncated_fraction": (log_ratio[valid] > 0).float().mean().item(),  # min(1, ratio) clipped
+        })
+        return targets, metrics
 
-        # critic (step 3)
-        q = self.critic(obs[:, :K], action)  # [B, K, heads], every head regresses the same targets
-        critic_loss = 0.5 * masked_mean((targets.unsqueeze(-1) - q).pow(2).sum(-1), mask)
-        self.critic_opt.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        if cfg.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.grad_clip)
-        self.critic_opt.step()
-
-        # policy (step 4): reparameterised actions through the target critic, plus the entropy term
+    def policy_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+        """Alg 9 step 4: -E_pi^O Q^T by reparameterised actions, + alpha E log pi^O, + kl_coef KL[pi^O || pi_0^T]."""
+        obs, action, mask = batch["obs"], batch["action"], batch["mask"]
+        K = action.shape[1]
         dist = self.policy(obs[:, :K])
         new_action, log_prob = dist.rsample_with_log_prob()
         q_new = self.target_critic(obs[:, :K], new_action).amin(-1)
-        policy_loss = masked_mean(alpha * log_prob - q_new, mask)
-        self.policy_opt.zero_grad(set_to_none=True)
-        policy_loss.backward()
-        if cfg.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.grad_clip)
-        self.policy_opt.step()
+        per_step = self.alpha * log_prob - q_new
+        metrics = {}
+        if self.prior is not None and self.config.kl_in_policy_loss:
+            kl, _ = self._prior_kl(self.target_prior, obs, action, mask, dist, analytic=True)
+            per_step = per_step + self.config.kl_coef * kl
+            metrics["prior/kl_policy_term"] = masked_mean(kl.detach(), mask).item()
+        return masked_mean(per_step, mask), log_prob, metrics
+
+    def prior_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        """L_pi0 = sum_t KL[pi^O || pi_0^O] w.r.t. the prior (and inference network) only: the policy is detached."""
+        obs, action, mask = batch["obs"], batch["action"], batch["mask"]
+        with torch.no_grad():
+            dist = self.policy(obs[:, :action.shape[1]])
+        kl, terms = self._prior_kl(self.prior, obs, action, mask, dist)
+        loss = masked_mean(kl, mask)
+        return loss, {"prior/kl_online": loss.item(), **{f"prior/bound_{k}": v for k, v in terms.items()}}
+
+    def _step(self, optimiser, loss, parameters) -> None:
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.config.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(parameters, self.config.grad_clip)
+        optimiser.step()
+
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        cfg = self.config
+        obs, action, mask = batch["obs"], batch["action"], batch["mask"]
+        K = action.shape[1]
+        targets, metrics = self.retrace_targets(batch)
+
+        # critic (step 3): every head regresses the same targets
+        q = self.critic(obs[:, :K], action)  # [B, K, heads]
+        critic_loss = 0.5 * masked_mean((targets.unsqueeze(-1) - q).pow(2).sum(-1), mask)
+        self._step(self.critic_opt, critic_loss, self.critic.parameters())
+
+        policy_loss, log_prob, policy_metrics = self.policy_loss(batch)
+        self._step(self.policy_opt, policy_loss, self.policy.parameters())
+        metrics.update(policy_metrics)
+
+        if self.prior_opt is not None:
+            prior_loss, prior_metrics = self.prior_loss(batch)
+            self._step(self.prior_opt, prior_loss, self.prior.parameters())
+            metrics.update({"loss/prior": prior_loss.item(), **prior_metrics})
 
         if self.alpha_opt is not None:
             alpha_loss = -self.log_alpha * masked_mean(log_prob.detach() + self.target_entropy, mask)
@@ -179,21 +327,19 @@ class SVG0Agent:
         if self.updates % cfg.target_period == 0:  # step 5
             hard_update(self.target_policy, self.policy)
             hard_update(self.target_critic, self.critic)
+            if self.prior is not None:
+                hard_update(self.target_prior, self.prior)
 
-        with torch.no_grad():
-            valid = mask.bool()
-            return {
-                "loss/critic": critic_loss.item(),
-                "loss/policy": policy_loss.item(),
-                "q/mean": q.detach()[valid].mean().item(),
-                "q/retrace_target_mean": targets[valid].mean().item(),
-                "q/retrace_target_std": targets[valid].std().item() if valid.sum() > 1 else 0.0,
-                "retrace/mean_c": c[valid].mean().item(),
-                "retrace/truncated_fraction": (log_ratio[valid] > 0).float().mean().item(),  # min(1, ratio) clipped
-                "policy/entropy": -log_prob.detach()[valid].mean().item(),
-                "policy/alpha": alpha.item(),
-                "replay/mean_sequence_length": mask.sum(1).mean().item(),
-            }
+        valid = mask.bool()
+        metrics.update({
+            "loss/critic": critic_loss.item(),
+            "loss/policy": policy_loss.item(),
+            "q/mean": q.detach()[valid].mean().item(),
+            "policy/entropy": -log_prob.detach()[valid].mean().item(),
+            "policy/alpha": self.alpha.item(),
+            "replay/mean_sequence_length": mask.sum(1).mean().item(),
+        })
+        return metrics
 
     # -- checkpointing ---------------------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -206,6 +352,10 @@ class SVG0Agent:
         }
         if self.alpha_opt is not None:
             state["alpha_opt"] = self.alpha_opt.state_dict()
+        if self.prior is not None:
+            state["prior"], state["target_prior"] = self.prior.state_dict(), self.target_prior.state_dict()
+        if self.prior_opt is not None:
+            state["prior_opt"] = self.prior_opt.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -217,4 +367,9 @@ class SVG0Agent:
         self.critic_opt.load_state_dict(state["critic_opt"])
         if self.alpha_opt is not None:
             self.alpha_opt.load_state_dict(state["alpha_opt"])
+        if self.prior is not None:
+            self.prior.load_state_dict(state["prior"])
+            self.target_prior.load_state_dict(state["target_prior"])
+        if self.prior_opt is not None:
+            self.prior_opt.load_state_dict(state["prior_opt"])
         self.updates = int(state["updates"])
