@@ -4,6 +4,9 @@ Observation groups: dm_control's named observations are flattened and concatenat
 own state) and ``task`` (targets, goals and external objects). A key is task information when it names a target
 or goal, or is listed in ``_TASK_KEYS`` below; everything else is proprioception.
 
+``DMEnv`` wraps any ``dm_env`` environment built by a ``load(seed)`` function (``envs/locomotion.py`` gives it
+dm_control composer environments and its own grouping); ``DMCEnv`` is a suite task.
+
 Episode ends: dm_control ends suite episodes by time limit with discount 1 (``truncated``); a step with discount 0
 is a true terminal (``terminated``).
 """
