@@ -54,10 +54,11 @@ TARGET_SPEED = 3.0             # §7.7.1: v_t = 3
 HEAD_HEIGHT_LIMIT = 0.95       # §7.7.1: humanoid terminates when the head drops below 0.95
 GOAL_REWARD = 60.0             # §7.7.1 go to one of K targets
 STEPS_BEFORE_RESPAWN = 10      # §7.7.1 moving target
+DIRECTIONS = {"forward": (1.0, 0.0), "backward": (-1.0, 0.0), "left": (0.0, 1.0), "right": (0.0, -1.0)}
+
 # The jumping ball has slide root joints, so dm_control's upright initializer warns on every reset that it cannot
 # zero a free joint's velocity; the velocity is zero anyway (reset_context resets the whole state).
 logging.getLogger("absl").addFilter(lambda record: "Cannot set velocity on Entity" not in record.getMessage())
-DIRECTIONS = {"forward": (1.0, 0.0), "backward": (-1.0, 0.0), "left": (0.0, 1.0), "right": (0.0, -1.0)}
 
 
 def names() -> list[str]:
