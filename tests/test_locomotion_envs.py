@@ -40,7 +40,7 @@ def test_names_groups_and_spaces(walker):
     assert [t for _, t in sizes.values()] == [7, 3 + 3 * k, 3, 3 + 3 + 3 * k]
 
 
-@pytest.mark.parametrize("walker", ["jumping_ball", "ant"])
+@pytest.mark.parametrize("walker", list(WALKER_SIZES))
 def test_proprio_does_not_depend_on_the_task(walker):
     """The same seed gives the same body in every task (the walker is placed before the task is drawn); the same
     actions then give the same proprio, whatever the targets or the direction."""
@@ -50,8 +50,10 @@ def test_proprio_does_not_depend_on_the_task(walker):
         env = envs.make(f"{walker}-{task}", seed=7)
         env.reset()
         runs.append(rollout(env, actions))
+    steps = min(len(run["proprio"]) for run in runs)  # the humanoid's walk ends when it falls
+    assert steps >= 10
     for run in runs[1:]:
-        np.testing.assert_array_equal(np.array(run["proprio"]), np.array(runs[0]["proprio"]))
+        np.testing.assert_array_equal(np.array(run["proprio"][:steps]), np.array(runs[0]["proprio"][:steps]))
 
     # moving the targets mid-episode changes only the task group
     a, b = (envs.make(f"{walker}-go-to-target", seed=3) for _ in range(2))
