@@ -170,6 +170,15 @@ class SQLAgent:
         return actions[self.q(state, actions).argmax()].cpu().numpy(), 0.0
 
     # -- learning --------------------------------------------------------------------------------------------
+    def sampler_step(self, states: torch.Tensor) -> dict[str, float]:
+        """Eqs. 13-14: move the sampler along the SVGD direction towards exp(Q(s, .)/alpha) at ``states`` [N, D],
+        one set of ``svgd_particles`` draws per state (seed 002 Alg. 4.1 via ``amortised_svgd_step``)."""
+        if states.shape[0] == 0:  # every replayed sequence was empty: nothing to move towards
+            return {"loss": 0.0, "phi_norm": 0.0}
+        noise = torch.randn(states.shape[0], self.config.svgd_particles, self.action_dim, device=self.device)
+        return amortised_svgd_step(self.sampler, self.sampler_opt, self.svgd_score(states), noise, context=states,
+                                   kernel=self.kernel)
+
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         cfg = self.config
         obs, action, mask = batch["obs"], batch["action"], batch["mask"]
@@ -188,14 +197,7 @@ class SQLAgent:
         critic_loss.backward()
         self.critic_opt.step()
 
-        # eqs. 13-14: the sampler follows the SVGD direction towards exp(Q/alpha) at the replayed states
-        states = state[mask.bool()]
-        if states.shape[0] == 0:  # every sequence was empty: nothing to move the sampler towards
-            svgd = {"loss": 0.0, "phi_norm": 0.0}
-        else:
-            noise = torch.randn(states.shape[0], cfg.svgd_particles, self.action_dim, device=self.device)
-            svgd = amortised_svgd_step(self.sampler, self.sampler_opt, self.svgd_score(states), noise,
-                                       context=states, kernel=self.kernel)
+        svgd = self.sampler_step(state[mask.bool()])
 
         self.updates += 1
         if self.updates % cfg.target_period == 0:
