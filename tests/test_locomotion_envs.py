@@ -80,6 +80,9 @@ def test_walk_reward_is_one_at_the_target_velocity():
         assert task.get_reward(physics) == pytest.approx(expected)
         assert task.get_discount(physics) == 1.0
     assert locomotion.walk_reward([0.0, 0.0], [3.0, 0.0]) == pytest.approx(np.exp(-9.0))
+    rotation = physics.bind(task.walker.root_body).xmat.reshape(3, 3)
+    np.testing.assert_allclose(task.objective.features(task, physics)[4:], np.append(target, 0.0) @ rotation,
+                               atol=1e-9)
 
 
 def test_walk_direction_is_resampled_half_way_and_episode_is_10s():
@@ -122,6 +125,10 @@ def test_go_to_target_reward_60_and_termination_only_at_the_goal():
         goals.add(objective.goal)
     assert len(goals) > 1
     physics = env.physics
+    # egocentric: world offsets rotated into the root body's frame
+    rotation = physics.bind(env.task.walker.root_body).xmat.reshape(3, 3)
+    offsets = objective.positions(physics) - env.task.root_position(physics)
+    np.testing.assert_allclose(obs["task"][3:].reshape(3, 3), offsets @ rotation, atol=1e-5)
     root = env.task.root_position(physics)
     assert np.all(np.linalg.norm(objective.positions(physics)[:, :2] - root[:2], axis=1) >= 2.0)
     other = (objective.goal + 1) % 3
@@ -184,6 +191,9 @@ def test_multitask_names_the_task_in_info_and_matches_the_one_hot():
         seen.add(task)
         assert env.observation_space.contains(obs)
         assert np.argmax(obs["task"][:3]) == locomotion.TASKS.index(task) and obs["task"][:3].sum() == 1.0
+        shown = {t: env.physics.bind(o.sites).rgba[:, 3].tolist() if o.name != "walk" else []
+                 for t, o in zip(locomotion.TASKS, env.task.objectives)}  # only the episode's targets are drawn
+        assert all(alpha == ([1.0] * len(alpha) if t == task else [0.0] * len(alpha)) for t, alpha in shown.items())
         run = rollout(env, np.random.default_rng(episode).uniform(-1, 1, (5, 8)))
         assert all(i["task"] == task for i in run["info"])
         assert all(np.argmax(t[:3]) == locomotion.TASKS.index(task) for t in run["task"])
