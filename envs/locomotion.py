@@ -50,6 +50,7 @@ PHYSICS_TIMESTEP = 0.005
 ARENA_SIZE = 8.0               # side of the square floor (dm_control Floor default) in which things are placed
 TOLERANCE = 1.0                # planar distance that counts as reaching a target (dm_control GoToTarget default)
 MIN_TARGET_DISTANCE = 2.0
+MAX_TARGETS = 8                # 8 targets 2 m apart fit the 8 m square in practice (300 resets tried)
 TARGET_SPEED = 3.0             # §7.7.1: v_t = 3
 HEAD_HEIGHT_LIMIT = 0.95       # §7.7.1: humanoid terminates when the head drops below 0.95
 GOAL_REWARD = 60.0             # §7.7.1 go to one of K targets
@@ -73,8 +74,9 @@ def make(name: str, seed: int | None = None, action_repeat: int = 1, num_targets
     walker, _, task = name.partition("-")
     if walker not in WALKERS or task not in (*TASKS, "multitask"):
         raise EnvError(f"unknown locomotion task {name!r}; names are {', '.join(names())}")
-    if not isinstance(num_targets, int) or num_targets < 1:
-        raise EnvError(f"num_targets must be a positive integer, got {num_targets!r}")
+    if not isinstance(num_targets, int) or not 1 <= num_targets <= MAX_TARGETS:
+        raise EnvError(f"num_targets must be an integer in [1, {MAX_TARGETS}] (targets are kept "
+                       f"{MIN_TARGET_DISTANCE} m apart in the {ARENA_SIZE} m arena), got {num_targets!r}")
     tasks = TASKS if task == "multitask" else (task,)
     return LocomotionEnv(walker, tasks, num_targets=num_targets, seed=seed, action_repeat=action_repeat,
                          render_size=render_size)

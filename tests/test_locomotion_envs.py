@@ -235,6 +235,8 @@ def test_bad_names_and_options_are_one_clear_error():
         envs.make("ant-walk", speed=5)
     with pytest.raises(EnvError, match="num_targets"):
         envs.make("ant-go-to-target", num_targets=0)
+    with pytest.raises(EnvError, match="num_targets"):
+        envs.make("ant-go-to-target", num_targets=9)
     with pytest.raises(EnvError, match="unknown locomotion task"):
         locomotion.make("ant-fly")
 
