@@ -40,15 +40,10 @@ def print_list() -> None:
     import agents
     import envs
 
-    names = envs.names()
-    dmc = [n for n in names if not n.startswith("gym:")]
-    gym = [n for n in names if n.startswith("gym:")]
-    print(f"dm_control suite environments ({len(dmc)}):")
-    for n in dmc:
-        print(f"  {n}")
-    print(f"Gymnasium environments ({len(gym)}):")
-    for n in gym:
-        print(f"  {n}")
+    for family, names in envs.catalogue().items():
+        print(f"{family} environments ({len(names)}):")
+        for n in names:
+            print(f"  {n}")
     from agents.loop import RunConfig
 
     print("run settings (flags, or --set key=value):")

@@ -40,7 +40,7 @@ def _gym_names() -> list[str]:
 
 # Environment families defined in this package. Each module exposes ``names() -> list[str]`` and
 # ``make(name, seed, action_repeat, **kwargs) -> gym.Env``; add a family by adding its module here.
-_FAMILIES: tuple[str, ...] = ("envs.multigoal", "envs.locomotion")
+_FAMILIES: tuple[str, ...] = ("envs.multigoal", "envs.deep_sea", "envs.locomotion")
 
 
 def _family_of(name: str):
@@ -53,12 +53,17 @@ def _family_of(name: str):
     return None
 
 
-def names() -> list[str]:
-    """All environment names ``make`` accepts."""
+def catalogue() -> dict[str, list[str]]:
+    """Environment names by family (what ``train.py --list`` prints)."""
     import importlib
 
-    own = [n for m in _FAMILIES for n in importlib.import_module(m).names()]
-    return own + _dmc_names() + _gym_names()
+    own = {f"{m.split('.')[-1]} (this package)": importlib.import_module(m).names() for m in _FAMILIES}
+    return {**own, "dm_control suite": _dmc_names(), "Gymnasium": _gym_names()}
+
+
+def names() -> list[str]:
+    """All environment names ``make`` accepts."""
+    return [n for family in catalogue().values() for n in family]
 
 
 def make(name: str, seed: int | None = None, action_repeat: int = 1, **kwargs) -> gym.Env:

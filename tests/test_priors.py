@@ -241,3 +241,21 @@ def test_latent_space_reuse_acts_through_the_frozen_decoder(tmp_path):
 def test_kl_of_identical_gaussians_is_zero():
     mean, std = torch.randn(4, 3), torch.rand(4, 3) + 0.1
     torch.testing.assert_close(gaussian_kl(mean, std, mean, std), torch.zeros(4))
+
+
+def test_train_cli_multitask_ant_with_an_asymmetric_prior_logs_kl_and_per_task_returns(cli, tmp_path):
+    """One agent on ant-multitask trains one shared prior on proprioception; TensorBoard shows its KL terms."""
+    from tests.test_cli import scalars
+
+    run_dir = tmp_path / "run"
+    result = cli("--env", "ant-multitask", "--agent", "svg0", "--steps", "1300", "--logdir", str(run_dir),
+                 "--set", "prior=mlp", "--set", "prior_obs=proprio", "--set", "hidden=32,32",
+                 "--set", "prior_hidden=32,32", "--set", "learning_starts=900", "--set", "update_every=4",
+                 "--set", "batch_size=8", "--eval-episodes", "1", "--set", "log_every=100")
+    assert result.returncode == 0, result.stderr
+    tags = scalars(run_dir)
+    for tag in ("prior/kl_target", "prior/kl_online", "prior/kl_policy_term", "loss/prior"):
+        assert tag in tags and all(math.isfinite(v) for _, v in tags[tag]), tag
+    assert any(tag.startswith("train/episode_return/") for tag in tags)  # per-task returns
+    meta = json.loads((run_dir / "prior" / "meta.json").read_text())  # exported for transfer
+    assert meta["obs_groups"] == {"proprio": 153}
