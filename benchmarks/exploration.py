@@ -41,10 +41,11 @@ sys.path.insert(0, str(ROOT))
 
 RESULTS = ROOT / "benchmarks" / "results" / "exploration.json"
 DEEP_SEA_FIGURE = ROOT / "docs" / "img" / "exploration_deep_sea.png"
+DOCS = ROOT / "docs" / "exploration.md"
 SIZES = (10, 14, 20, 30)
 SEEDS = (0, 1, 2)
 METHODS = ("epsilon", "noisy", "bootstrap", "ucb")
-EPISODES = {10: 400, 14: 400, 20: 400, 30: 300}  # episode budget per size (one core, ~45 min in all)
+EPISODES = {10: 200, 14: 250, 20: 350, 30: 350}  # episode budget per size (one core, ~45-50 min in all)
 BENCH_OVERRIDES = {"batch_size": "32"}
 
 
@@ -149,6 +150,40 @@ def plot_deep_sea(result: dict, path: Path = DEEP_SEA_FIGURE) -> None:
     plt.close(fig)
 
 
+def deep_sea_table(result: dict) -> str:
+    """Markdown: per method and size, seeds that found the reward, median first-reward episode, mean fraction."""
+    sizes, summary = result["protocol"]["sizes"], result["summary"]
+    budget = result["protocol"]["episodes"]
+    lines = ["| method | " + " | ".join(f"N={n} ({budget[str(n)]} ep.)" for n in sizes) + " |",
+             "|---|" + "---|" * len(sizes)]
+    for method, by_size in summary.items():
+        cells = []
+        for n in sizes:
+            s = by_size.get(str(n))
+            if s is None:
+                cells.append("-")
+                continue
+            median = s["median_first_reward_episode"]
+            first = f"{median:.0f}" if median <= budget[str(n)] else "never"
+            cells.append(f"{s['seeds_rewarded']}/{s['seeds']} seeds; first {first}; "
+                         f"rewarded {s['mean_fraction_rewarded']:.2f}")
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def replace_block(path: Path, name: str, text: str) -> bool:
+    """Replace the text between ``<!-- name start -->`` and ``<!-- name end -->`` in ``path`` (if both exist)."""
+    if not path.exists():
+        return False
+    doc = path.read_text()
+    start, end = f"<!-- {name} start -->", f"<!-- {name} end -->"
+    if start not in doc or end not in doc:
+        return False
+    head, rest = doc.split(start, 1)
+    path.write_text(head + start + "\n" + text + "\n" + end + rest.split(end, 1)[1])
+    return True
+
+
 def run_experiment_1(sizes=SIZES, seeds=SEEDS, methods=METHODS, episodes: dict[int, int] | None = None,
                      write: bool = True) -> dict:
     import torch
@@ -174,8 +209,10 @@ def run_experiment_1(sizes=SIZES, seeds=SEEDS, methods=METHODS, episodes: dict[i
                           "summary": summarise_deep_sea(runs), "runs": runs}
                 if write:  # after every run, so an interrupted sweep keeps what it measured
                     write_key("deep_sea", result)
+    print(deep_sea_table(result))
     if write:
         plot_deep_sea(result)
+        replace_block(DOCS, "deep_sea", deep_sea_table(result))
     return result
 
 
