@@ -8,6 +8,8 @@ Names are ``<walker>-<task>``:
   - ``walk`` (dense, 10 s): a direction (forward/backward/left/right = world +x/-x/+y/-y) is drawn uniformly at
     the start and again half-way (it may repeat). Reward r = exp(-|v - v_t|^2), v the walker's planar velocity
     (its root body's world-frame xy velocity), v_t the target velocity of speed 3 in the commanded direction.
+    This vector form (the issue's spec) also penalises sideways velocity; §7.7.1's wording ("v_cur the
+    instantaneous velocity in the required direction") reads as the scalar projection, which would not.
     Task features: the direction one-hot (4) and v_t in the walker's egocentric frame (3), which tells the walker
     its heading (proprioception is egocentric and carries no yaw). On ``cmu_humanoid`` the episode terminates
     (discount 0) when the head body is lower than 0.95 m (the standing head is at about 1.8 m).
