@@ -10,9 +10,10 @@ __all__ = ["make", "names", "config_class", "ConfigError"]
 
 def _registry() -> dict[str, type]:
     from agents.sql import SQLAgent
+    from agents.dqn import DQNAgent
     from agents.svg0 import SVG0Agent
 
-    return {"sql": SQLAgent, "svg0": SVG0Agent}
+    return {"sql": SQLAgent, "svg0": SVG0Agent, "dqn": DQNAgent}
 
 
 def names() -> list[str]:
