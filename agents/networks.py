@@ -1,12 +1,13 @@
 """Networks shared by the agents: MLPs, the squashed-Gaussian policy head and the state-action critic."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
 
 from agents.distributions import SquashedGaussian
+from inference.layers.ensemble import Ensemble
 from inference.layers.mlp import bounded_log_std, mlp
 
 
@@ -19,9 +20,9 @@ class GaussianPolicy(nn.Module):
     """
 
     def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int],
-                 log_std_bounds: tuple[float, float] = (-5.0, 2.0)):
+                 log_std_bounds: tuple[float, float] = (-5.0, 2.0), linear: Callable = nn.Linear):
         super().__init__()
-        self.net = mlp(obs_dim, hidden, 2 * action_dim)
+        self.net = mlp(obs_dim, hidden, 2 * action_dim, linear=linear)
         self.log_std_min, self.log_std_max = log_std_bounds
 
     def forward(self, obs: torch.Tensor) -> SquashedGaussian:
@@ -32,14 +33,31 @@ class GaussianPolicy(nn.Module):
 class QNetwork(nn.Module):
     """``heads`` independent critics Q_i(s, a) -> [..., heads]; broadcasts leading dims of ``obs`` against ``action``."""
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int], heads: int = 1):
+    def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int], heads: int = 1,
+                 linear: Callable = nn.Linear):
         super().__init__()
-        self.heads = nn.ModuleList(mlp(obs_dim + action_dim, hidden, 1) for _ in range(heads))
+        self.heads = nn.ModuleList(mlp(obs_dim + action_dim, hidden, 1, linear=linear) for _ in range(heads))
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        obs = obs.expand(*action.shape[:-1], obs.shape[-1])
-        x = torch.cat([obs, action], dim=-1)
+        x = _state_action(obs, action)
         return torch.cat([head(x) for head in self.heads], dim=-1)
+
+
+class EnsembleQNetwork(nn.Module):
+    """A bootstrapped critic ensemble with randomised prior functions, Q_k = f_k + beta p_k (p_k frozen), built on
+    inference/layers/ensemble.py; same interface as QNetwork: (obs, action) -> [..., K]."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int], size: int, prior_scale: float):
+        super().__init__()
+        self.ensemble = Ensemble(lambda: mlp(obs_dim + action_dim, hidden, 1), size, prior_scale)
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.ensemble(_state_action(obs, action)).squeeze(-1).movedim(0, -1)
+
+
+def _state_action(obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """[obs, action] with the leading dims of ``obs`` broadcast against ``action`` (e.g. several sampled actions)."""
+    return torch.cat([obs.expand(*action.shape[:-1], obs.shape[-1]), action], dim=-1)
 
 
 def hard_update(target: nn.Module, online: nn.Module) -> None:

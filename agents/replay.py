@@ -82,7 +82,8 @@ class SequenceReplay:
     def sample(self, batch_size: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
         """Draw ``batch_size`` sequences with uniformly chosen start steps.
 
-        Returns obs [B, K+1, D], action [B, K, A], behaviour_log_prob, reward, discount, mask [B, K].
+        Returns obs [B, K+1, D], action [B, K, A], behaviour_log_prob, reward, discount, mask [B, K] and
+        write_id [B, K] (each step's global write id: a fixed identity per transition, e.g. for bootstrap masks).
         """
         size = len(self)
         starts = np.empty(0, np.int64)
@@ -108,6 +109,7 @@ class SequenceReplay:
             "reward": self.reward[steps] * mask,
             "discount": self.discount[steps] * mask,
             "mask": mask,
+            "write_id": self.write_id[steps],
         }
         return {k: torch.as_tensor(v, device=device) for k, v in batch.items()}
 

@@ -41,6 +41,24 @@ KL-regularised RL with a learned behaviour prior (seed 000 Ch 7, Alg 10; Alg 11 
   checkpoint), ``prior_trainable=false`` keeps it fixed;
 - latent-space reuse (Fig 7.5): ``latent_controller=PATH`` (a saved latent prior) makes the policy's action the
   latent z of the frozen decoder pi_0(a|s, z) (priors/reuse.py).
+
+Exploration by weight uncertainty (seed 004 §4, issue #7), ``--set exploration=...``:
+- ``noisy`` (NoisyNet, Fortunato et al. 2017, seed 004 eq 24): every linear layer of the policy and the critic is a
+  factorised NoisyLinear (inference/layers/noisy.py). Noise is redrawn only (a) at the start of every learner
+  update, independently for the online and target networks, and (b) in ``act`` before each stochastic action (the
+  behaviour log-prob is that of the drawn network). ``act(..., deterministic=True)`` runs the noise-free mean
+  network and redraws nothing.
+- ``bootstrap`` (bootstrapped DQN, seed 004 §4.2, carried to continuous actions): the critic is an ensemble of
+  ``ensemble_size`` heads with randomised prior functions (Q_k = f_k + beta p_k, p_k frozen; Osband et al. 2018),
+  head k trained only on transitions whose fixed bootstrap mask m_k = 1 (a hash of the transition's replay id,
+  inference/layers/ensemble.py), each head regressing its own Retrace targets. One head is drawn per episode
+  (``begin_episode``); each step the actor draws ``candidate_actions`` actions from the policy and takes the one the
+  episode's head values most (Thompson-style: the greedy choice of a sampled value function, over the policy's
+  support). The policy ascends the heads' mean.
+- ``ucb`` (seed 004 §4.3): the same ensemble; the actor takes the candidate maximising mean_k Q_k + ucb_lambda std_k Q_k.
+- For ``bootstrap``/``ucb`` the chosen action's behaviour density is intractable (a max over samples), so those
+  transitions store log mu = +inf: their traces are cut (c = 0) and Retrace falls back to one-step expected-SARSA
+  targets r + gamma E_pi Q(s', .), which need no behaviour density. Deterministic evaluation uses the policy's mode.
 """
 from __future__ import annotations
 
@@ -54,10 +72,15 @@ from gymnasium import spaces
 
 import priors
 from agents.config import ConfigError
-from agents.networks import GaussianPolicy, QNetwork, frozen_copy, hard_update
+from agents.networks import EnsembleQNetwork, GaussianPolicy, QNetwork, frozen_copy, hard_update
 from agents.observations import ObsLayout
 from agents.retrace import retrace_targets, truncated_importance_weights
+from inference.layers import NoisyLinear, fixed_bootstrap_mask, reset_noise, ucb_action
 from priors.reuse import LatentActionEnv
+
+EXPLORATION = ("none", "noisy", "bootstrap", "ucb")
+CUT_TRACES = 1e6  # stored as log mu(a|s) when mu is intractable: c = min(1, pi/mu) = 0 (finite, unlike +inf: masked
+#                   replay steps multiply it by 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +116,14 @@ class SVG0Config:
     latent_lookahead: int = 3
     latent_controller: str = ""  # a saved latent prior whose frozen decoder turns the policy's z into actions
     latent_scale: float = 3.0  # z = latent_scale * action
+    # exploration (seed 004 §4; see the module docstring)
+    exploration: str = "none"  # none | noisy | bootstrap | ucb
+    noise_sigma0: float = 0.5  # NoisyLinear's factorised sigma_0
+    ensemble_size: int = 5  # critic heads for bootstrap / ucb
+    ensemble_prior_scale: float = 3.0  # beta of the randomised prior functions
+    mask_prob: float = 0.5  # bootstrap mask probability
+    ucb_lambda: float = 1.0
+    candidate_actions: int = 10  # policy samples the ensemble chooses among when acting
 
     def validate(self) -> None:
         checks = [
@@ -122,6 +153,13 @@ class SVG0Config:
             (self.latent_dim >= 1 and self.latent_lookahead >= 0, "latent_dim >= 1, latent_lookahead >= 0"),
             (0.0 <= self.latent_ar_coef < 1.0, "latent_ar_coef must be in [0, 1)"),
             (self.latent_scale > 0, "latent_scale must be > 0"),
+            (self.exploration in EXPLORATION, f"exploration must be one of {', '.join(EXPLORATION)}"),
+            (self.exploration not in ("bootstrap", "ucb") or self.critics == 1,
+             "critics > 1 (clipped double Q) does not combine with an ensemble critic (exploration=bootstrap/ucb)"),
+            (self.noise_sigma0 > 0 and self.ensemble_size >= 2 and self.ensemble_prior_scale >= 0,
+             "noise_sigma0 > 0, ensemble_size >= 2 and ensemble_prior_scale >= 0 are required"),
+            (0 < self.mask_prob <= 1 and self.ucb_lambda >= 0 and self.candidate_actions >= 1,
+             "mask_prob in (0, 1], ucb_lambda >= 0 and candidate_actions >= 1 are required"),
         ]
         for ok, message in checks:
             if not ok:
@@ -145,8 +183,17 @@ class SVG0Agent:
         self.layout = ObsLayout(observation_space)
         self.action_dim = action_space.shape[0]
         obs_dim = self.layout.dim
-        self.policy = GaussianPolicy(obs_dim, self.action_dim, config.hidden).to(self.device)
-        self.critic = QNetwork(obs_dim, self.action_dim, config.hidden, config.critics).to(self.device)
+        self.ensemble = config.exploration in ("bootstrap", "ucb")
+        self.noisy = config.exploration == "noisy"
+        linear = (lambda i, o: NoisyLinear(i, o, sigma0=config.noise_sigma0)) if self.noisy else torch.nn.Linear
+        self.policy = GaussianPolicy(obs_dim, self.action_dim, config.hidden, linear=linear).to(self.device)
+        if self.ensemble:
+            self.critic = EnsembleQNetwork(obs_dim, self.action_dim, config.hidden, config.ensemble_size,
+                                           config.ensemble_prior_scale).to(self.device)
+        else:
+            self.critic = QNetwork(obs_dim, self.action_dim, config.hidden, config.critics, linear).to(self.device)
+        self.head = 0  # the ensemble head acting in this episode (bootstrap)
+        self.mask_salt = int(torch.randint(2**31 - 1, ()))  # which heads a transition trains: fixed per agent
         self.target_policy = frozen_copy(self.policy)
         self.target_critic = frozen_copy(self.critic)
         self.log_alpha = torch.tensor(math.log(max(config.entropy_coef, 1e-8)), device=self.device,
@@ -215,12 +262,28 @@ class SVG0Agent:
             priors.save_prior(self.prior, Path(run_dir) / "prior", self.prior_obs_sizes, updates=self.updates)
 
     # -- acting ----------------------------------------------------------------------------------------------
+    def begin_episode(self) -> None:
+        if self.config.exploration == "bootstrap":
+            self.head = int(torch.randint(self.config.ensemble_size, ()))
+
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = False) -> tuple[np.ndarray, float]:
         """Action in [-1, 1] for one flat observation, and its behaviour log-probability log mu(a|s)."""
-        dist = self.policy(torch.as_tensor(obs, device=self.device).unsqueeze(0))
+        state = torch.as_tensor(obs, device=self.device).unsqueeze(0)
         if deterministic:
-            return dist.mode[0].cpu().numpy(), 0.0
+            self.policy.eval()  # NoisyLinear layers run on their means
+            mode = self.policy(state).mode[0]
+            self.policy.train()
+            return mode.cpu().numpy(), 0.0
+        if self.noisy:
+            reset_noise(self.policy)
+        dist = self.policy(state)
+        if self.ensemble:  # choose among policy samples by the ensemble; mu is intractable (module docstring)
+            candidates, _ = dist.rsample_with_log_prob(self.config.candidate_actions)  # [M, 1, A]
+            q = self.critic(state, candidates)[:, 0]  # [M, heads]
+            best = q[:, self.head].argmax() if self.config.exploration == "bootstrap" else \
+                ucb_action(q.T, self.config.ucb_lambda)
+            return candidates[best, 0].cpu().numpy(), CUT_TRACES
         action, _ = dist.rsample_with_log_prob()
         # log-prob of the action as stored, through the same path the learner uses (see distributions.py)
         return action[0].cpu().numpy(), float(dist.log_prob(action)[0])
@@ -245,9 +308,10 @@ class SVG0Agent:
         with torch.no_grad():
             target_dist = self.target_policy(obs)  # over the K+1 states
             sampled, sampled_log_prob = target_dist.rsample_with_log_prob(cfg.action_samples)
-            value = self.target_critic(obs, sampled).amin(-1).mean(0)  # E_pi^T Q^T(s, .)  [B, K+1]
+            # [B, K+1, H]: E_pi^T Q^T(s, .) per ensemble head (H = heads), or the min over clipped double-Q heads
+            value = self._critic_heads(self.target_critic(obs, sampled)).mean(0)
             entropy = -sampled_log_prob.mean(0)  # [B, K+1]
-            q_taken = self.target_critic(obs[:, :K], action).amin(-1)
+            q_taken = self._critic_heads(self.target_critic(obs[:, :K], action))  # [B, K, H]
             log_ratio = target_dist[:, :K].log_prob(action) - batch["behaviour_log_prob"]
             c = truncated_importance_weights(log_ratio, cfg.retrace_lambda)
             rewards = batch["reward"] + self.alpha * entropy[:, :K]
@@ -256,7 +320,13 @@ class SVG0Agent:
                 kl_target, _ = self._prior_kl(self.target_prior, obs, action, mask, self.policy(obs[:, :K]))
                 rewards = rewards - cfg.kl_coef * kl_target
                 metrics["prior/kl_target"] = masked_mean(kl_target, mask).item()
-            targets = retrace_targets(rewards, batch["discount"], mask, q_taken, value[:, 1:], c, cfg.discount)
+            # every head's own Retrace targets: heads are folded into the batch dimension
+            H, B = value.shape[-1], value.shape[0]
+            fold = lambda x: x.movedim(-1, 0).reshape(H * B, -1)  # noqa: E731
+            per_head = lambda x: x.repeat(H, 1)  # noqa: E731
+            targets = retrace_targets(per_head(rewards), per_head(batch["discount"]), per_head(mask), fold(q_taken),
+                                      fold(value[:, 1:]), per_head(c), cfg.discount)
+            targets = targets.reshape(H, B, K).movedim(0, -1)  # [B, K, H]
         valid = mask.bool()
         metrics.update({
             "q/retrace_target_mean": targets[valid].mean().item(),
@@ -266,13 +336,18 @@ class SVG0Agent:
         })
         return targets, metrics
 
+    def _critic_heads(self, q: torch.Tensor) -> torch.Tensor:
+        """Q over heads [..., heads] -> the heads targets are computed for: all ensemble heads, else the min."""
+        return q if self.ensemble else q.amin(-1, keepdim=True)
+
     def policy_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
         """Alg 9 step 4: -E_pi^O Q^T by reparameterised actions, + alpha E log pi^O, + kl_coef KL[pi^O || pi_0^T]."""
         obs, action, mask = batch["obs"], batch["action"], batch["mask"]
         K = action.shape[1]
         dist = self.policy(obs[:, :K])
         new_action, log_prob = dist.rsample_with_log_prob()
-        q_new = self.target_critic(obs[:, :K], new_action).amin(-1)
+        q_new = self.target_critic(obs[:, :K], new_action)
+        q_new = q_new.mean(-1) if self.ensemble else q_new.amin(-1)  # the ensemble's mean, or clipped double Q
         per_step = self.alpha * log_prob - q_new
         metrics = {}
         if self.prior is not None and self.config.kl_in_policy_loss:
@@ -290,6 +365,11 @@ class SVG0Agent:
         loss = masked_mean(kl, mask)
         return loss, {"prior/kl_online": loss.item(), **{f"prior/bound_{k}": v for k, v in terms.items()}}
 
+    def bootstrap_masks(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """[B, K, heads]: whether each stored transition trains each head, fixed by its replay write id."""
+        return fixed_bootstrap_mask(batch["write_id"], self.config.ensemble_size, self.config.mask_prob,
+                                    self.mask_salt).to(self.device)
+
     def _step(self, optimiser, loss, parameters) -> None:
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
@@ -301,11 +381,17 @@ class SVG0Agent:
         cfg = self.config
         obs, action, mask = batch["obs"], batch["action"], batch["mask"]
         K = action.shape[1]
+        if self.noisy:  # fresh, independent noise for the online and target networks at every update
+            for network in (self.policy, self.critic, self.target_policy, self.target_critic):
+                reset_noise(network)
         targets, metrics = self.retrace_targets(batch)
 
-        # critic (step 3): every head regresses the same targets
+        # critic (step 3): every head regresses its targets, ensemble heads only on their bootstrap samples
         q = self.critic(obs[:, :K], action)  # [B, K, heads]
-        critic_loss = 0.5 * masked_mean((targets.unsqueeze(-1) - q).pow(2).sum(-1), mask)
+        squared = (targets - q).pow(2)
+        if self.ensemble:
+            squared = squared * self.bootstrap_masks(batch)
+        critic_loss = 0.5 * masked_mean(squared.sum(-1), mask)
         self._step(self.critic_opt, critic_loss, self.critic.parameters())
 
         policy_loss, log_prob, policy_metrics = self.policy_loss(batch)
@@ -348,7 +434,7 @@ class SVG0Agent:
             "target_policy": self.target_policy.state_dict(), "target_critic": self.target_critic.state_dict(),
             "log_alpha": self.log_alpha.detach().clone(),
             "policy_opt": self.policy_opt.state_dict(), "critic_opt": self.critic_opt.state_dict(),
-            "updates": self.updates,
+            "updates": self.updates, "mask_salt": torch.tensor(self.mask_salt),
         }
         if self.alpha_opt is not None:
             state["alpha_opt"] = self.alpha_opt.state_dict()
@@ -373,3 +459,4 @@ class SVG0Agent:
         if self.prior_opt is not None:
             self.prior_opt.load_state_dict(state["prior_opt"])
         self.updates = int(state["updates"])
+        self.mask_salt = int(state["mask_salt"])

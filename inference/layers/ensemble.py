@@ -14,7 +14,7 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
-__all__ = ["Ensemble", "bootstrap_mask", "masked_ensemble_loss", "ucb_action"]
+__all__ = ["Ensemble", "bootstrap_mask", "fixed_bootstrap_mask", "masked_ensemble_loss", "ucb_action"]
 
 
 class Ensemble(nn.Module):
@@ -66,6 +66,34 @@ def bootstrap_mask(n: int, size: int, p: float = 0.5, generator: torch.Generator
     if device is None:
         device = generator.device if generator is not None else "cpu"
     return (torch.rand(n, size, generator=generator, device=device) < p).float()
+
+
+_MIX1, _MIX2, _GOLDEN = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB, 0x9E3779B97F4A7C15
+_U64 = (1 << 64) - 1
+
+
+def fixed_bootstrap_mask(ids: Tensor, size: int, p: float = 0.5, salt: int = 0) -> Tensor:
+    """[*ids.shape, size] Bernoulli(p) masks that are a fixed function of each item's integer id (a splitmix64 hash
+    of (salt, id, member)): a stored transition trains the same members every time it is sampled, as Osband et
+    al. 2016's per-transition masks, without storing them."""
+    if not 0.0 < p <= 1.0:
+        raise ValueError(f"bootstrap probability must lie in (0, 1], got {p}.")
+    x = ids.to(torch.int64).unsqueeze(-1) * size + torch.arange(size, device=ids.device)
+    x = x + _signed((salt * _GOLDEN + _GOLDEN) & _U64)
+    # splitmix64 finaliser on int64 (wrap-around arithmetic; logical right shifts emulated by masking)
+    for shift, mult in ((30, _MIX1), (27, _MIX2)):
+        x = (x ^ _logical_shift(x, shift)) * _signed(mult)
+    x = x ^ _logical_shift(x, 31)
+    uniform = _logical_shift(x, 11).to(torch.float64) / 2.0 ** 53
+    return (uniform < p).float()
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _logical_shift(x: Tensor, shift: int) -> Tensor:
+    return (x >> shift) & ((1 << (64 - shift)) - 1)
 
 
 def masked_ensemble_loss(per_member_loss: Tensor, mask: Tensor) -> Tensor:

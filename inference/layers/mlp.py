@@ -1,17 +1,19 @@
 """Plain multilayer perceptrons: the building block of policies, critics and priors."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from torch import nn
 
 
-def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
+def mlp(in_dim: int, hidden: Sequence[int], out_dim: int, activation: type[nn.Module] = nn.ReLU,
+        linear: Callable[[int, int], nn.Module] = nn.Linear) -> nn.Sequential:
+    """``linear`` builds each layer: ``nn.Linear``, or e.g. ``NoisyLinear`` for a NoisyNet."""
     layers: list[nn.Module] = []
     for width in hidden:
-        layers += [nn.Linear(in_dim, width), activation()]
+        layers += [linear(in_dim, width), activation()]
         in_dim = width
-    layers.append(nn.Linear(in_dim, out_dim))
+    layers.append(linear(in_dim, out_dim))
     return nn.Sequential(*layers)
 
 
