@@ -27,13 +27,14 @@ import json
 import multiprocessing as mp
 import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.runs import binned_curves, steps_to_threshold, train_and_read  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "priors.json"
 FIGURE = ROOT / "docs" / "priors_curves.png"
@@ -76,33 +77,9 @@ def experiments(steps: int, source_steps: int, workdir: Path) -> dict[str, dict]
 
 
 def train_run(env: str, seed: int, steps: int, overrides: dict[str, str], logdir: Path) -> dict:
-    import torch
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    import agents
-    from agents.loop import RunConfig, Trainer
-
-    torch.set_num_threads(1)
-    run = RunConfig(env=env, agent="svg0", steps=steps, seed=seed, device="cpu", logdir=str(logdir),
-                    eval_every=steps, eval_episodes=5, checkpoint_every=steps, log_every=1000)
-    start = time.perf_counter()
-    result = Trainer(run, agents.resolve_config("svg0", {**COMMON, **overrides})).train()
-    wall = time.perf_counter() - start
-    events = EventAccumulator(str(logdir), size_guidance={"scalars": 0})
-    events.Reload()
-    curve = [(e.step, e.value) for e in events.Scalars("train/episode_return")]
-    kl = [e.value for e in events.Scalars("prior/kl_target")] if "prior/kl_target" in events.Tags()["scalars"] else []
-    return {"env": env, "seed": seed, "steps": steps, "overrides": overrides, "curve": curve,
-            "eval_return": result["eval_return"], "episodes": result["episodes"], "wall_s": wall,
-            "final_kl_target": kl[-1] if kl else None}
-
-
-def steps_to_threshold(curve: list, threshold: float, window: int = WINDOW) -> int | None:
-    returns = [r for _, r in curve]
-    for i in range(len(curve)):
-        if i + 1 >= min(window, len(curve)) and np.mean(returns[max(0, i + 1 - window):i + 1]) >= threshold:
-            return int(curve[i][0])
-    return None
+    record = train_and_read(env, "svg0", seed, steps, {**COMMON, **overrides}, logdir, tags=("prior/kl_target",))
+    record["final_kl_target"] = record.pop("last").get("prior/kl_target")
+    return record
 
 
 def _job(args):
@@ -139,7 +116,7 @@ def summarise(spec: dict, runs: dict, seeds: list[int], steps: int) -> dict:
             if not records:
                 continue
             threshold = THRESHOLDS[env]
-            reached = [steps_to_threshold(r["curve"], threshold) for r in records]
+            reached = [steps_to_threshold(r["curve"], threshold, WINDOW) for r in records]
             final = [float(np.mean([v for _, v in r["curve"][-WINDOW:]])) if r["curve"] else float("nan")
                      for r in records]
             rows[label] = {
@@ -170,22 +147,13 @@ def plot(spec: dict, runs: dict, seeds: list[int], steps: int, path: Path = FIGU
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(spec), figsize=(5 * len(spec), 3.6), squeeze=False)
-    bins = np.linspace(0, steps, 21)
     for ax, (name, experiment) in zip(axes[0], spec.items()):
         for label, (env, overrides) in experiment["conditions"].items():
-            curves = []
-            for seed in seeds:
-                record = runs.get(_key(env, overrides, seed, steps))
-                if not record or not record["curve"]:
-                    continue
-                x, y = np.array(record["curve"]).T
-                idx = np.digitize(x, bins)
-                curves.append([y[idx == i].mean() if (idx == i).any() else np.nan for i in range(1, len(bins))])
-            if curves:
-                curves = np.array(curves)
-                mean = np.nanmean(curves, 0)
-                ax.plot(bins[1:], mean, label=f"{label} ({len(curves)} seeds)")
-                ax.fill_between(bins[1:], np.nanmin(curves, 0), np.nanmax(curves, 0), alpha=0.2)
+            records = [runs[k] for k in (_key(env, overrides, seed, steps) for seed in seeds) if k in runs]
+            x, curves = binned_curves(records, steps)
+            if len(curves):
+                ax.plot(x, np.nanmean(curves, 0), label=f"{label} ({len(curves)} seeds)")
+                ax.fill_between(x, np.nanmin(curves, 0), np.nanmax(curves, 0), alpha=0.2)
         ax.set_title(name.replace("_", " "), fontsize=9)
         ax.set_xlabel("environment steps")
         ax.set_ylabel("training episode return")
@@ -228,6 +196,8 @@ def main(argv=None) -> int:
     p.add_argument("--workdir", type=Path, default=ROOT / "runs" / "priors_benchmark",
                    help="run directories (the source runs' priors are loaded from here)")
     p.add_argument("--output", type=Path, default=RESULTS)
+    p.add_argument("--report", action="store_true",
+                   help="only rebuild the summary, figure and docs table from the finished runs in --output")
     args = p.parse_args(argv)
 
     spec = {k: v for k, v in experiments(args.steps, args.source_steps, args.workdir).items()
@@ -253,9 +223,11 @@ def main(argv=None) -> int:
     compared = list({job[0]: job for job in compared}.values())  # experiment 3 reuses experiment 1's scratch runs
     independent = [j for j in compared if "source" not in j[0].split("|")[2]]
     dependent = [j for j in compared if j not in independent]
-    # sources first (the dependent runs load them), then everything else
-    _run_all(sources + independent, args.workers, runs, args.output, header)
-    _run_all(dependent, args.workers, runs, args.output, header)
+    if not args.report:  # sources first (the dependent runs load them), then everything else
+        _run_all(sources + independent, args.workers, runs, args.output, header)
+        _run_all(dependent, args.workers, runs, args.output, header)
+    else:
+        header = {k: previous.get(k, v) for k, v in header.items()}
 
     result = {**header, "summary": summarise(spec, runs, args.seeds, args.steps), "runs": runs}
     _write(args.output, result)
