@@ -3,8 +3,8 @@ multi-goal environment of Haarnoja et al. 2017 (envs/multigoal.py).
 
 Each agent trains through the repository's Trainer (train.py's loop) on ``multigoal`` for the same number of
 environment steps and seeds; then its *sampled* (stochastic) policy runs ``rollouts`` episodes from the origin and
-we count which of the four goals each episode ends in. The paper's claim (its Fig. 1 / Sec. 5.1): the
-energy-based policy reaches all four goals, a unimodal policy commits to one or two.
+we count which of the four goals each episode ends in. The paper's claim for this example: the energy-based
+policy reaches all four goals, a unimodal policy commits to one or two.
 
 Reported per agent and seed: ``goals_reached`` (distinct goals reached in the rollouts, out of 4), ``goal_counts``
 (episodes ending in each goal, in the order (5,0), (-5,0), (0,5), (0,-5)), ``success_rate`` (episodes ending in

@@ -1,5 +1,5 @@
 """The 2-D multi-goal point environment of Haarnoja et al. 2017 ("Reinforcement Learning with Deep Energy-Based
-Policies", Sec. 5.1 / Appendix D, the didactic example), registered as ``multigoal``.
+Policies", the didactic multi-goal example), registered as ``multigoal``.
 
 The constants follow the authors' released code (haarnoja/softqlearning, ``environments/multigoal.py`` and
 ``examples/multigoal_sql.py``), which is what the paper's figure was produced with:
