@@ -30,13 +30,13 @@ with its own online/target pair, y_k = r + gamma d Q^T_k(s', argmax_a Q_k(s', a)
 target networks are hard copies every ``target_period`` learner updates. One-step only: ``sequence_length``
 must be 1 (the trainer's SequenceReplay then yields single transitions).
 
-Bootstrap masks must be fixed per transition. The trainer's SequenceReplay stores no mask, so the mask is a
-hash of the transition's replay write id: m_k = [splitmix64(salt, id, k) / 2^64 < mask_prob], the same every
-time that transition is sampled. This needs the batch to carry ``write_id`` (the id of each sequence's first
-row). Where a batch has no ``write_id`` (the current SequenceReplay.sample does not return it) the masks are
-drawn afresh for every sampled transition (``bootstrap_mask``): each head then still sees a random half of
-every minibatch, but over many updates it sees all data, so the heads differ only through their initialisation
-and priors; metrics report which mode ran (``bootstrap/fixed_masks``).
+Bootstrap masks must be fixed per transition. SequenceReplay stores no mask, but its batches carry each step's
+``write_id`` (a fixed identity per transition), so the mask is a hash of it (``fixed_bootstrap_mask``:
+m_k = [splitmix64(salt, id, k) / 2^64 < mask_prob], the same every time that transition is sampled; the salt
+is drawn once per agent and checkpointed). A batch without ``write_id`` (hand-made) gets masks drawn afresh
+for every sampled transition (``bootstrap_mask``): each head then still sees a random part of every minibatch,
+but over many updates it sees all data, so the heads differ only through their initialisation and priors; the
+metric ``bootstrap/fixed_masks`` says which mode ran.
 
 Defaults follow bsuite's bootstrapped-DQN baseline (bsuite/baselines/tf/boot_dqn): 2 x 50 ReLU MLPs, Adam 1e-3,
 batch 128, gamma 0.99, replay 10^4, 128 steps before learning, one update per step, target copy every 4 updates,
@@ -57,9 +57,10 @@ from torch import nn
 from agents.config import ConfigError
 from agents.networks import frozen_copy, hard_update, mlp
 from agents.observations import ObsLayout
-from inference.layers import Ensemble, NoisyLinear, bootstrap_mask, masked_ensemble_loss, reset_noise, ucb_action
+from inference.layers import (Ensemble, NoisyLinear, bootstrap_mask, fixed_bootstrap_mask, masked_ensemble_loss,
+                              reset_noise, ucb_action)
 
-__all__ = ["DQNConfig", "DQNAgent", "transition_masks", "noisy_mlp"]
+__all__ = ["DQNConfig", "DQNAgent", "noisy_mlp"]
 
 Exploration = Literal["epsilon", "noisy", "bootstrap", "ucb"]
 
@@ -127,23 +128,6 @@ def noisy_mlp(in_dim: int, hidden, out_dim: int, sigma0: float) -> nn.Sequential
         in_dim = width
     layers.append(NoisyLinear(in_dim, out_dim, sigma0=sigma0))
     return nn.Sequential(*layers)
-
-
-_MIX1, _MIX2, _GOLDEN = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(0x9E3779B97F4A7C15)
-
-
-def transition_masks(write_id: torch.Tensor, heads: int, p: float, salt: int) -> torch.Tensor:
-    """[n, heads] bootstrap masks fixed per transition: Bernoulli(p) bits from a splitmix64 hash of
-    (salt, write id, head), so a transition trains the same heads every time it is sampled."""
-    ids = write_id.detach().reshape(-1).cpu().numpy().astype(np.uint64)
-    with np.errstate(over="ignore"):
-        x = (ids[:, None] * np.uint64(heads) + np.arange(heads, dtype=np.uint64)
-             + np.uint64(salt) * _GOLDEN + _GOLDEN)
-        x = (x ^ (x >> np.uint64(30))) * _MIX1
-        x = (x ^ (x >> np.uint64(27))) * _MIX2
-        x = x ^ (x >> np.uint64(31))
-    uniform = (x >> np.uint64(11)).astype(np.float64) / 2.0**53
-    return torch.as_tensor(uniform < p, dtype=torch.float32, device=write_id.device)
 
 
 class DQNAgent:
@@ -247,7 +231,8 @@ class DQNAgent:
             return torch.ones(n, heads, device=self.device)
         if "write_id" in batch:
             write_id = batch["write_id"]
-            return transition_masks(write_id[:, 0] if write_id.dim() > 1 else write_id, heads, p, self.mask_salt)
+            write_id = write_id[:, 0] if write_id.dim() > 1 else write_id  # one-step: the sequence's first step
+            return fixed_bootstrap_mask(write_id, heads, p, self.mask_salt).to(self.device)
         return bootstrap_mask(n, heads, p, device=self.device)
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
