@@ -11,10 +11,11 @@ Reported per agent and seed: ``goals_reached`` (distinct goals reached in the ro
 any goal), ``mean_return``; and over seeds the mean fraction of goals reached.
 
     python benchmarks/exploration_multigoal.py                      # 3 seeds x 2 agents, writes results + PNG
-    python benchmarks/exploration_multigoal.py --seeds 0 --steps 3000   # a quick look
+    python benchmarks/exploration_multigoal.py --seeds 0 --steps 3000 --no-write    # a quick look
+    python benchmarks/exploration_multigoal.py --agents sql --set sql:reward_scale=1 --variant sql_reward_scale_1
 
-Writes key "multigoal" of benchmarks/results/exploration.json (other keys are left as they are) and
-docs/img/exploration_multigoal.png (the rollouts of seed 0, sql beside svg0).
+Writes key "multigoal" (or "multigoal_<variant>") of benchmarks/results/exploration.json (other keys are left
+as they are) and, without --variant, docs/img/exploration_multigoal.png (the rollouts of seed 0, side by side).
 """
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def rollouts(agent, episodes: int, seed: int) -> dict:
             "success_rate": float(counts.sum() / episodes), "mean_return": float(np.mean(returns)), "paths": paths}
 
 
-def train_and_roll_out(agent_name: str, seed: int, steps: int, episodes: int) -> dict:
+def train_and_roll_out(agent_name: str, seed: int, steps: int, episodes: int, overrides: dict[str, str]) -> dict:
     import torch
 
     import agents
@@ -71,7 +72,7 @@ def train_and_roll_out(agent_name: str, seed: int, steps: int, episodes: int) ->
     with tempfile.TemporaryDirectory() as logdir:
         run = RunConfig(env="multigoal", agent=agent_name, steps=steps, seed=seed, device="cpu", logdir=logdir,
                         eval_every=steps, eval_episodes=1, checkpoint_every=steps, log_every=steps)
-        trainer = Trainer(run, agents.resolve_config(agent_name, AGENT_SETTINGS[agent_name]))
+        trainer = Trainer(run, agents.resolve_config(agent_name, overrides))
         start = time.perf_counter()
         trainer.train()
         wall = time.perf_counter() - start
@@ -82,14 +83,16 @@ def train_and_roll_out(agent_name: str, seed: int, steps: int, episodes: int) ->
 
 
 def run_multigoal(seeds=(0, 1, 2), steps: int = 10_000, episodes: int = 100, agent_names=("sql", "svg0"),
-                  figure: Path | None = FIGURE) -> dict:
+                  figure: Path | None = FIGURE, settings: dict[str, dict[str, str]] | None = None) -> dict:
     """Train each agent for ``steps`` environment steps per seed, roll out its sampled policy ``episodes`` times and
-    count the goals reached. Returns the results dict (trajectories are only drawn, not returned)."""
+    count the goals reached. ``settings``: config overrides per agent (default ``AGENT_SETTINGS``). Returns the
+    results dict (trajectories are only drawn, not returned)."""
+    settings = {name: dict(AGENT_SETTINGS[name]) for name in agent_names} if settings is None else settings
     per_agent: dict[str, list[dict]] = {name: [] for name in agent_names}
     first_paths = {}
     for seed in seeds:
         for name in agent_names:
-            result = train_and_roll_out(name, seed, steps, episodes)
+            result = train_and_roll_out(name, seed, steps, episodes, settings.get(name, {}))
             paths = result.pop("paths")
             if name not in first_paths:
                 first_paths[name] = paths
@@ -103,7 +106,7 @@ def run_multigoal(seeds=(0, 1, 2), steps: int = 10_000, episodes: int = 100, age
     if figure is not None:
         plot_paths(first_paths, Path(figure), steps, seeds[0])
     return {"steps": steps, "rollouts_per_seed": episodes, "seeds": list(seeds),
-            "agent_settings": {k: AGENT_SETTINGS[k] for k in agent_names}, "agents": summary}
+            "agent_settings": {k: settings.get(k, {}) for k in agent_names}, "agents": summary}
 
 
 def plot_paths(paths_by_agent: dict, path: Path, steps: int, seed: int) -> None:
@@ -136,10 +139,10 @@ def plot_paths(paths_by_agent: dict, path: Path, steps: int, seed: int) -> None:
     plt.close(fig)
 
 
-def write_results(result: dict, path: Path = RESULTS) -> None:
-    """Read-modify-write: only key "multigoal" is ours."""
+def write_results(result: dict, path: Path = RESULTS, key: str = "multigoal") -> None:
+    """Read-modify-write: only our key ("multigoal", or a variant's "multigoal_...") changes."""
     data = json.loads(path.read_text()) if path.exists() else {}
-    data["multigoal"] = result
+    data[key] = result
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")
 
@@ -150,13 +153,24 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=10_000)
     p.add_argument("--rollouts", type=int, default=100)
     p.add_argument("--agents", nargs="+", default=["sql", "svg0"], choices=sorted(AGENT_SETTINGS))
+    p.add_argument("--set", action="append", default=[], metavar="AGENT:KEY=VALUE", dest="overrides",
+                   help="override an agent's setting, e.g. --set sql:reward_scale=1 (repeatable)")
+    p.add_argument("--variant", default="", help="write under key multigoal_<VARIANT> and draw no figure")
     p.add_argument("--no-write", action="store_true", help="print only; leave the results file and figure alone")
     args = p.parse_args(argv)
-    result = run_multigoal(args.seeds, args.steps, args.rollouts, args.agents,
-                           figure=None if args.no_write else FIGURE)
+    key = f"multigoal_{args.variant}" if args.variant else "multigoal"
+    settings = {name: dict(AGENT_SETTINGS[name]) for name in args.agents}
+    for item in args.overrides:
+        name, _, pair = item.partition(":")
+        setting, sep, value = pair.partition("=")
+        if name not in settings or not sep:
+            p.error(f"--set expects AGENT:KEY=VALUE with AGENT in {args.agents}, got {item!r}")
+        settings[name][setting] = value
+    figure = None if args.no_write or args.variant else FIGURE
+    result = run_multigoal(args.seeds, args.steps, args.rollouts, args.agents, figure=figure, settings=settings)
     if not args.no_write:
-        write_results(result)
-        print(f"wrote {RESULTS.relative_to(ROOT)} (key multigoal) and {FIGURE.relative_to(ROOT)}")
+        write_results(result, key=key)
+        print(f"wrote {RESULTS.relative_to(ROOT)} (key {key})" + (f" and {FIGURE.relative_to(ROOT)}" if figure else ""))
     return 0
 
 
