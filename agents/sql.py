@@ -8,7 +8,7 @@ Maximum-entropy RL with temperature alpha. Equation numbers are the paper's:
          = alpha (logsumexp_j Q(s, a'_j)/alpha - log M + d log 2)              (M = ``value_particles``)
 - soft Bellman regression (eq. 11): Q(s, a) <- reward_scale r + gamma (1 - terminal) V_target(s'), squared error,
   with V_target from the *target* Q network, hard-copied every ``target_period`` updates;
-- policy pi(a|s) ∝ exp(Q(s, a)/alpha) on [-1, 1]^d (eq. 6), represented by a sampler network
+- policy pi(a|s) ∝ exp(Q(s, a)/alpha) on [-1, 1]^d (the paper's Theorem 1), represented by a sampler network
   a = tanh(f(s, xi)), xi ~ N(0, I) (``inference.stein.MLPSampler`` with the state as context), trained by
   amortised SVGD (eqs. 13-14 = seed 002 Alg. 4.1, eq. 4.3) with the repository's ``amortised_svgd_step``
   (``inference/stein/amortised.py``) and RBF kernel (``inference/stein/kernels.py``), one particle set of
@@ -21,8 +21,8 @@ Choices where the paper is silent or where this implementation differs, stated:
   pi is exactly the Boltzmann density on the box whose normaliser eq. 10 estimates.
 - The SVGD direction uses one set of particles for both sums of eq. 13 (``svgd_direction``); the authors' code
   splits the particles into a "fixed" half (the sum over j) and an "updated" half (the points moved).
-- Kernel: RBF with the Liu & Wang bandwidth h = med^2 / log N (``RBF("liu2016")``), the authors' adaptive
-  isotropic Gaussian kernel.
+- Kernel: RBF with the Liu & Wang median-heuristic bandwidth h = med^2 / log N (``RBF("liu2016")``); the
+  authors' code also uses an adaptive (median-heuristic) isotropic Gaussian kernel.
 - Defaults (``SQLConfig``) are the authors' multi-goal example (examples/multigoal_sql.py): 2 x 128 ReLU networks,
   Adam lr 3e-4 for both, batch 64, 16 value particles, 32 SVGD particles, target period 1000, gamma 0.99, one
   update per environment step after 100 steps, alpha = 1. Their example scales rewards by 0.1 (``reward_scale``),
