@@ -192,7 +192,7 @@ def replace_block(path: Path, name: str, text: str) -> bool:
 
 
 def run_experiment_1(sizes=SIZES, seeds=SEEDS, methods=METHODS, episodes: dict[int, int] | None = None,
-                     write: bool = True) -> dict:
+                     write: bool = True, overrides: dict[str, str] | None = None) -> dict:
     """Run the sweep. With ``write``, runs already in the results file for *other* sizes are kept (so sizes can be
     run by separate invocations, each with its own budget); runs for the sizes asked for are replaced."""
     import torch
@@ -214,7 +214,7 @@ def run_experiment_1(sizes=SIZES, seeds=SEEDS, methods=METHODS, episodes: dict[i
     for size in sizes:
         for seed in seeds:
             for method in methods:
-                run = run_deep_sea(size, method, seed, episodes[size])
+                run = run_deep_sea(size, method, seed, episodes[size], overrides)
                 runs.append(run)
                 print(f"deep-sea-{size} {method:9s} seed {seed}: first reward at episode "
                       f"{run['first_reward_episode']}, rewarded {run['fraction_rewarded']:.2f} ({run['wall_s']} s)",
@@ -263,6 +263,8 @@ def main(argv=None) -> int:
                    help="experiment 1: exploration methods, e.g. epsilon,bootstrap")
     p.add_argument("--episodes", type=int, help="experiment 1: one episode budget for every size "
                                                 "(default: the per-size budget EPISODES)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                   help="experiment 1: override a dqn setting for an ablation (use with --no-write), e.g. mask_prob=1")
     p.add_argument("--no-write", action="store_true", help="print only; leave the results file and figure alone")
     p.add_argument("--report", action="store_true",
                    help="experiment 1: redraw the figure and the docs table from the results file, run nothing")
@@ -278,7 +280,17 @@ def main(argv=None) -> int:
         if unknown or any(n < 1 for n in args.sizes):
             p.error(f"unknown methods {unknown} (choose from {', '.join(METHODS)}) or a size < 1")
         episodes = {n: args.episodes for n in args.sizes} if args.episodes else None
-        run_experiment_1(args.sizes, args.seeds, args.methods, episodes, write=not args.no_write)
+        overrides = dict(pair.split("=", 1) for pair in args.overrides if "=" in pair)
+        if len(overrides) != len(args.overrides) or (overrides and not args.no_write):
+            p.error("--set takes KEY=VALUE and is for ablations printed with --no-write (the results file holds "
+                    "the default protocol)")
+        from agents.config import ConfigError
+
+        try:
+            run_experiment_1(args.sizes, args.seeds, args.methods, episodes, write=not args.no_write,
+                             overrides=overrides)
+        except ConfigError as e:
+            p.error(str(e))
     elif args.experiment == 2:
         run_experiment_2()
     else:
