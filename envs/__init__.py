@@ -40,7 +40,7 @@ def _gym_names() -> list[str]:
 
 # Environment families defined in this package. Each module exposes ``names() -> list[str]`` and
 # ``make(name, seed, action_repeat, **kwargs) -> gym.Env``; add a family by adding its module here.
-_FAMILIES: tuple[str, ...] = ("envs.multigoal", "envs.deep_sea", "envs.locomotion")
+_FAMILIES: tuple[str, ...] = ("envs.multigoal", "envs.deep_sea", "envs.locomotion", "envs.mocap")
 
 
 def _family_of(name: str):

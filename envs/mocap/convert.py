@@ -1,0 +1,384 @@
+"""CMU AMC clips -> dm_control mocap HDF5 for the ``CMUHumanoidPositionControlledV2020`` walker (seed 000 §8.1).
+
+Pipeline (``python -m envs.mocap.convert`` regenerates ``data/mocap/cmu_snippets.h5`` from ``data/mocap/cmu/``):
+
+1. ``dm_control.suite.utils.parse_amc.convert`` turns the 120 Hz AMC frames into ``humanoid_CMU`` qpos and
+   resamples them (cubic splines) to the control timestep ``CONTROL_TIMESTEP`` = 0.03 s, the timestep of
+   dm_control's CMU-2020 tracking data (``MultiClipMocapTracking`` takes its control timestep from the clip's
+   ``dt``). The root quaternion is renormalised after the per-component spline.
+2. Walker qpos: the 56 hinge angles are mapped BY NAME from ``humanoid_CMU``'s joint order to the walker's
+   ``mocap_joints`` order, wrapped to [-pi, pi) and clipped to the walker's joint ranges (about 6 % of samples lie
+   outside them, e.g. a wrapped thumb angle in 08_01; the walker cannot reach them and starting there would make
+   the joint limits kick). The V2020 walker is ``humanoid_CMU``'s skeleton scaled up (dm_control rescales it by
+   1.2; its 2020 legs come out 1.215 times as long), so the root translation is scaled by ``body_scale``, the
+   ratio of the two models' hip-to-ankle lengths (measured, not assumed), to keep stance feet from sliding.
+3. Floor, per clip: parse_amc does no height retargeting, so the feet float or sink by a subject-dependent
+   amount (``data/mocap/cmu/SOURCES.md``, column "foot p10", measured on ``humanoid_CMU``), and on the walks the
+   capture floor also rises 1-2 cm per metre travelled. We measure the same statistic on the walker -- the
+   10th percentile over frames of the lowest foot/toe geom-to-floor distance -- about a fitted floor plane
+   (``Converter.floor_plane``) and subtract the plane from the root height, so stance feet touch z = 0 along
+   the whole clip.
+4. Snippets (§8.1): clips longer than ``MAX_SNIPPET_SECONDS`` = 6 s are cut into the fewest equal consecutive
+   pieces of at most 6 s (each is then over 3 s); shorter clips (some runs are 1.1 s) stay whole.
+5. Mirroring (§8.2, data augmentation by bilateral symmetry), ``mirror_qpos``: the world is reflected in the
+   vertical plane through the snippet's first root position that is perpendicular to the root's horizontal
+   left-right axis in the first frame (M_w = I - 2 n n^T), and the body in its own sagittal plane (M_b, the
+   reflection whose normal is the root's local left-right axis, found from the hips). So the mirrored snippet
+   starts where and facing the way the original does. Root position p -> p_0 + M_w (p - p_0); root rotation
+   R -> M_w R M_b; each joint's angle moves to its left/right partner (names ``l...``/``r...``, e.g.
+   ``lfemurrz``<->``rfemurrz``; central joints are their own partner) and is negated when the partner's axis is
+   the mirror image of the joint's axis (rotation about a mirrored axis reverses) and kept when it is minus the
+   mirror image. Those signs come from the model's joint axes in its zero pose, which is left/right symmetric.
+   Velocities and all derived quantities are recomputed from the mirrored qpos. A mirrored clip that turns left
+   turns right.
+6. Derived quantities: for each frame the walker's qpos and qvel are set in MuJoCo and dm_control's own
+   ``reference_pose.utils.get_features`` reads centre of mass, end effectors, appendages, body positions and
+   quaternions -- the same function the tracking task applies to the simulated walker, so the reference and the
+   walker features are the same quantities. qvel = mj_differentiatePos central differences (one-sided at the ends),
+   i.e. MuJoCo's convention (root linear velocity in the world frame, angular velocity in the root frame), which
+   is how the task writes them back into the free joint.
+
+HDF5 schema (that of dm_control's ``locomotion/mocap/test_trajectories.h5``, read by ``HDF5TrajectoryLoader``):
+one group per snippet with attrs ``num_steps``, ``dt``; ``walkers/walker_0`` with attrs ``name``, ``model``
+(``CMU_2020``), ``mass`` (0: no mass rescaling), ``end_effector_names``, ``appendage_names``, empty ``scaling``
+and ``markers`` groups, and one float32 dataset of shape (size, num_steps) per ``mocap_pb2.WalkerPose`` field:
+position 3, quaternion 4, joints 56, center_of_mass 3, end_effectors 12, velocity 3, angular_velocity 3,
+joints_velocity 56, appendages 15, body_positions 93, body_quaternions 124; an empty ``props`` group. The file's
+attrs record the conversion settings and each snippet's source clip and frame range.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import os
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import h5py  # noqa: E402
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCE_DIR = REPO / "data" / "mocap" / "cmu"
+DEFAULT_OUTPUT = REPO / "data" / "mocap" / "cmu_snippets.h5"
+CONTROL_TIMESTEP = 0.03
+MAX_SNIPPET_SECONDS = 6.0
+FLOOR_PERCENTILE = 10.0
+MIN_SLOPE_SPAN = 1.0
+FOOT_BODIES = ("lfoot", "ltoes", "rfoot", "rtoes")
+LEG_BODIES = ("lfemur", "lfoot")
+POSE_FIELDS = ("position", "quaternion", "joints", "center_of_mass", "end_effectors", "velocity",
+               "angular_velocity", "joints_velocity", "appendages", "body_positions", "body_quaternions")
+
+
+class ConversionError(ValueError):
+    """A clip cannot be converted (missing file, unknown joint, bad settings)."""
+
+
+def amc_to_cmu_qpos(amc_path: Path, timestep: float = CONTROL_TIMESTEP) -> tuple[np.ndarray, list[str]]:
+    """The clip as ``humanoid_CMU`` qpos, shape (frames, 63), resampled to ``timestep``; and the hinge names."""
+    from dm_control.suite import humanoid_CMU
+    from dm_control.suite.utils import parse_amc
+
+    if not Path(amc_path).is_file():
+        raise ConversionError(f"no AMC file at {amc_path}")
+    physics = humanoid_CMU.Physics.from_xml_string(*humanoid_CMU.get_model_and_assets())
+    qpos = parse_amc.convert(str(amc_path), physics, timestep).qpos.T.copy()
+    qpos[:, 3:7] /= np.linalg.norm(qpos[:, 3:7], axis=1, keepdims=True)
+    names = [n for n in physics.named.data.qpos.axes.row.names if n != "root"]
+    return qpos, names
+
+
+def map_joints(values: np.ndarray, source_names: list[str], target_names: list[str]) -> np.ndarray:
+    """Columns of ``values`` (named ``source_names``) reordered to ``target_names``."""
+    missing = sorted(set(target_names) - set(source_names))
+    if missing:
+        raise ConversionError(f"source has no joint(s) {', '.join(missing)}")
+    index = {name: i for i, name in enumerate(source_names)}
+    return values[:, [index[name] for name in target_names]]
+
+
+def _partner(name: str, names: list[str]) -> str:
+    """The left/right partner of a joint or body name (itself for central parts such as ``lowerback``)."""
+    swapped = {"l": "r", "r": "l"}.get(name[:1], "") + name[1:]
+    return swapped if swapped in names else name
+
+
+class WalkerKinematics:
+    """The V2020 walker on a flat floor, used only kinematically (set qpos/qvel, read features)."""
+
+    def __init__(self):
+        from dm_control import mjcf
+        from dm_control.locomotion.arenas import floors
+        from dm_control.locomotion.walkers import cmu_humanoid
+
+        self.walker = cmu_humanoid.CMUHumanoidPositionControlledV2020()
+        arena = floors.Floor()
+        self.walker.create_root_joints(arena.attach(self.walker))
+        self.physics = mjcf.Physics.from_mjcf_model(arena.mjcf_model)
+        self.joint_names = [j.name for j in self.walker.mocap_joints]
+        self._joints = self.physics.bind(self.walker.mocap_joints)
+        self.joint_range = np.array(self._joints.range)
+        self._freejoint = mjcf.get_attachment_frame(self.walker.mjcf_model).freejoint
+        self._root_qposadr = int(self.physics.bind(self._freejoint).qposadr)
+        self._qpos_index = np.concatenate([np.arange(self._root_qposadr, self._root_qposadr + 7),
+                                           np.array(self._joints.qposadr)])
+        self._qvel_index = np.concatenate([np.arange(int(self.physics.bind(self._freejoint).dofadr),
+                                                     int(self.physics.bind(self._freejoint).dofadr) + 6),
+                                           np.array(self._joints.dofadr)])
+        self._foot_geoms = [g for b in FOOT_BODIES
+                            for g in self.walker.mjcf_model.find("body", b).find_all("geom")]
+        self._floor_geom = self.physics.bind(arena.ground_geoms[0]).element_id
+        self._mirror_setup()
+
+    # -- state ---------------------------------------------------------------------------------------------------
+    def set_state(self, qpos: np.ndarray, qvel: np.ndarray | None = None) -> None:
+        """Set the walker's qpos (7 root + joints in ``joint_names`` order) and qvel, and run forward."""
+        self.physics.data.qpos[self._qpos_index] = qpos
+        self.physics.data.qvel[self._qvel_index] = 0.0 if qvel is None else qvel
+        self.physics.forward()
+
+    def features(self) -> dict[str, np.ndarray]:
+        from dm_control.locomotion.tasks.reference_pose import utils
+
+        return utils.get_features(self.physics, self.walker)
+
+    def lowest_foot_distance(self) -> float:
+        """Signed distance from the feet/toes to the floor (negative: penetration), after ``set_state``."""
+        m, d = self.physics.model.ptr, self.physics.data.ptr
+        return min(mujoco.mj_geomDistance(m, d, self.physics.bind(g).element_id, self._floor_geom, 1.0, None)
+                   for g in self._foot_geoms)
+
+    def leg_length(self) -> float:
+        """Hip (femur body) to ankle (foot body) distance in the zero pose."""
+        self.set_state(np.concatenate([[0, 0, 0, 1, 0, 0, 0], np.zeros(len(self.joint_names))]))
+        hip, ankle = (self.walker.mjcf_model.find("body", b) for b in LEG_BODIES)
+        return float(np.linalg.norm(self.physics.bind(hip).xpos - self.physics.bind(ankle).xpos))
+
+    def differentiate(self, qpos: np.ndarray, dt: float) -> np.ndarray:
+        """qvel by central differences of ``qpos`` (frames, 7 + joints) with MuJoCo's position difference."""
+        model = self.physics.model.ptr
+        full = np.tile(self.physics.data.qpos.copy(), (len(qpos), 1))
+        full[:, self._qpos_index] = qpos
+        qvel = np.zeros((len(qpos), self.physics.model.nv))
+        for t in range(len(qpos)):
+            before, after = max(t - 1, 0), min(t + 1, len(qpos) - 1)
+            mujoco.mj_differentiatePos(model, qvel[t], (after - before) * dt, full[before], full[after])
+        return qvel[:, self._qvel_index]
+
+    # -- mirroring -----------------------------------------------------------------------------------------------
+    def _mirror_setup(self) -> None:
+        self.set_state(np.concatenate([[0, 0, 1, 1, 0, 0, 0], np.zeros(len(self.joint_names))]))
+        bind_body = lambda name: self.physics.bind(self.walker.mjcf_model.find("body", name))  # noqa: E731
+        lateral = bind_body("lfemur").xpos - bind_body("rfemur").xpos   # root frame = world frame here
+        axis = int(np.argmax(np.abs(lateral)))
+        if abs(lateral[axis]) < 0.9 * np.linalg.norm(lateral):
+            raise ConversionError("the walker's hips are not aligned with a root axis; cannot mirror")
+        self.body_mirror = np.eye(3)
+        self.body_mirror[axis, axis] = -1.0
+        axes = {name: np.array(self.physics.bind(j).xaxis) for name, j in
+                zip(self.joint_names, self.walker.mocap_joints)}
+        self.mirror_index = np.array([self.joint_names.index(_partner(n, self.joint_names))
+                                      for n in self.joint_names])
+        signs = []
+        for name in self.joint_names:
+            alignment = float(axes[_partner(name, self.joint_names)] @ (self.body_mirror @ axes[name]))
+            if abs(alignment) < 0.9:
+                raise ConversionError(f"joint {name} has no mirror-symmetric partner axis ({alignment:.2f})")
+            signs.append(-np.sign(alignment))
+        self.mirror_sign = np.array(signs)
+
+
+def _rotation(quat: np.ndarray) -> np.ndarray:
+    matrix = np.zeros(9)
+    mujoco.mju_quat2Mat(matrix, np.asarray(quat, np.float64))
+    return matrix.reshape(3, 3)
+
+
+def mirror_qpos(qpos: np.ndarray, kinematics: WalkerKinematics) -> np.ndarray:
+    """The left/right mirror image of a walker qpos trajectory (frames, 7 + joints); see the module docstring."""
+    lateral = _rotation(qpos[0, 3:7]) @ np.diag(kinematics.body_mirror < 0).astype(float)
+    normal = np.array([*lateral[:2], 0.0]) / np.linalg.norm(lateral[:2])   # body's left-right axis, horizontal
+    world_mirror = np.eye(3) - 2.0 * np.outer(normal, normal)
+    origin = np.array([*qpos[0, :2], 0.0])
+    out = np.array(qpos, dtype=np.float64, copy=True)
+    out[:, :3] = origin + (qpos[:, :3] - origin) @ world_mirror.T
+    for t in range(len(qpos)):
+        quat = np.zeros(4)
+        mujoco.mju_mat2Quat(quat, (world_mirror @ _rotation(qpos[t, 3:7]) @ kinematics.body_mirror).ravel())
+        out[t, 3:7] = quat if quat[0] * qpos[t, 3] >= 0 else -quat   # keep w's sign: mirroring twice = identity
+    out[:, 7:][:, kinematics.mirror_index] = qpos[:, 7:] * kinematics.mirror_sign
+    return out
+
+
+def cut_snippets(num_frames: int, dt: float = CONTROL_TIMESTEP,
+                 max_seconds: float = MAX_SNIPPET_SECONDS) -> list[tuple[int, int]]:
+    """Frame ranges [start, end) of the fewest equal consecutive pieces no longer than ``max_seconds``."""
+    if num_frames < 2:
+        raise ConversionError(f"a clip needs at least 2 frames, got {num_frames}")
+    max_frames = int(math.floor(max_seconds / dt + 1e-9))
+    pieces = math.ceil(num_frames / max_frames)
+    bounds = np.linspace(0, num_frames, pieces + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def heading_change(qpos: np.ndarray, kinematics: WalkerKinematics) -> float:
+    """Net turn (radians, counter-clockwise positive) of the root's left-right axis from first to last frame."""
+    lateral = np.diag(kinematics.body_mirror) < 0
+    yaws = []
+    for quat in qpos[:, 3:7]:
+        axis = _rotation(quat)[:, lateral].ravel()
+        yaws.append(math.atan2(axis[1], axis[0]))
+    return float(np.unwrap(yaws)[-1] - yaws[0])
+
+
+class Converter:
+    """AMC clips -> walker qpos -> snippet features. One instance holds the walker's physics."""
+
+    def __init__(self, timestep: float = CONTROL_TIMESTEP):
+        from dm_control.suite import humanoid_CMU
+
+        self.timestep = timestep
+        self.kinematics = WalkerKinematics()
+        cmu = humanoid_CMU.Physics.from_xml_string(*humanoid_CMU.get_model_and_assets())
+        cmu.data.qpos[3] = 1.0   # zero pose, like WalkerKinematics.leg_length
+        cmu.forward()
+        cmu_leg = np.linalg.norm(cmu.named.data.xpos[LEG_BODIES[0]] - cmu.named.data.xpos[LEG_BODIES[1]])
+        self.body_scale = float(self.kinematics.leg_length() / cmu_leg)
+
+    def walker_qpos(self, amc_path: Path) -> tuple[np.ndarray, np.ndarray]:
+        """The clip as walker qpos (frames, 63), floor-corrected; and the floor plane removed: the height of the
+        capture floor at the first root position and its slopes along world x and y (see ``floor_plane``)."""
+        cmu_qpos, cmu_names = amc_to_cmu_qpos(amc_path, self.timestep)
+        joints = map_joints(cmu_qpos[:, 7:], cmu_names, self.kinematics.joint_names)
+        qpos = np.concatenate([cmu_qpos[:, :3] * self.body_scale, cmu_qpos[:, 3:7], joints], axis=1)
+        qpos = self.limit_joints(qpos)
+        plane = self.floor_plane(qpos)
+        qpos[:, 2] -= plane[0] + (qpos[:, :2] - qpos[0, :2]) @ plane[1:]
+        return qpos, plane
+
+    def limit_joints(self, qpos: np.ndarray) -> np.ndarray:
+        out = qpos.copy()
+        wrapped = (qpos[:, 7:] + np.pi) % (2 * np.pi) - np.pi
+        out[:, 7:] = np.clip(wrapped, self.kinematics.joint_range[:, 0], self.kinematics.joint_range[:, 1])
+        return out
+
+    def foot_distances(self, qpos: np.ndarray) -> np.ndarray:
+        distances = []
+        for frame in qpos:
+            self.kinematics.set_state(frame)
+            distances.append(self.kinematics.lowest_foot_distance())
+        return np.array(distances)
+
+    def floor_plane(self, qpos: np.ndarray) -> np.ndarray:
+        """The capture floor under the clip as (height at the first root position, slope along x, slope along y).
+
+        The lowest foot/toe-to-floor distance d_t is fitted by a plane in the root's horizontal position, on the
+        frames where a foot is down: least squares on all frames, then again on the frames whose residual is at
+        most the ``FLOOR_PERCENTILE``-th percentile (stance, not swing or flight), and the plane is shifted so that
+        ``FLOOR_PERCENTILE`` % of frames lie below it (the SOURCES.md "foot p10" statistic, on a tilted floor).
+        The CMU walks rise by 1-2 cm per metre travelled after parse_amc, so a level offset alone leaves the feet
+        10 cm in the air at the end of a 5 m walk. A slope is fitted only along a coordinate the root travels at
+        least ``MIN_SLOPE_SPAN`` metres, so standing clips get a level floor."""
+        distances = self.foot_distances(qpos)
+        xy = qpos[:, :2] - qpos[0, :2]
+        travelled = (xy.max(axis=0) - xy.min(axis=0)) >= MIN_SLOPE_SPAN
+        design = np.concatenate([np.ones((len(xy), 1)), xy[:, travelled]], axis=1)
+        stance = np.ones(len(xy), bool)
+        for _ in range(2):
+            coef = np.linalg.lstsq(design[stance], distances[stance], rcond=None)[0]
+            residual = distances - design @ coef
+            stance = residual <= np.percentile(residual, FLOOR_PERCENTILE)
+        coef[0] += np.percentile(residual, FLOOR_PERCENTILE)
+        plane = np.zeros(3)
+        plane[0], plane[1:][travelled] = coef[0], coef[1:]
+        return plane
+
+    def features(self, qpos: np.ndarray) -> dict[str, np.ndarray]:
+        """Every ``WalkerPose`` field, shape (frames, ...), computed in MuJoCo from the qpos trajectory."""
+        qvel = self.kinematics.differentiate(qpos, self.timestep)
+        frames = []
+        for q, v in zip(qpos, qvel):
+            self.kinematics.set_state(q, v)
+            frames.append(self.kinematics.features())
+        return {field: np.stack([f[field] for f in frames]) for field in POSE_FIELDS}
+
+
+def write_hdf5(path: Path, snippets: dict[str, dict[str, np.ndarray]], dt: float, attrs: dict) -> None:
+    """Write snippets (id -> ``WalkerPose`` field -> (frames, ...)) in dm_control's mocap HDF5 layout."""
+    from dm_control.locomotion.mocap import mocap_pb2
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    today = datetime.date.today()
+    with h5py.File(path, "w") as f:
+        f.attrs.update(attrs)
+        for snippet_id, fields in snippets.items():
+            group = f.create_group(snippet_id)
+            num_steps = len(fields["position"])
+            group.attrs.update(num_steps=num_steps, dt=dt, year=today.year, month=today.month, day=today.day)
+            group.create_group("props")
+            walker = group.create_group("walkers").create_group("walker_0")
+            walker.attrs.update(name="CMUHumanoidPositionControlledV2020", model=mocap_pb2.Walker.CMU_2020,
+                                mass=0.0, end_effector_names=np.array([], "S1"),
+                                appendage_names=np.array([], "S1"))
+            walker.create_group("scaling")
+            walker.create_group("markers")
+            for field in POSE_FIELDS:
+                data = np.asarray(fields[field], np.float32).reshape(num_steps, -1).T
+                walker.create_dataset(field, data=data, compression="gzip", compression_opts=9, shuffle=True)
+
+
+def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None, mirror: bool = False,
+                  log=print) -> dict[str, dict]:
+    """Convert clips (all ``*.amc`` in ``source_dir`` by default) into snippets in ``output``; returns per-snippet
+    metadata (source clip, frame range, mirrored, floor plane)."""
+    source_dir = Path(source_dir)
+    clips = clips or sorted(p.stem for p in source_dir.glob("*.amc"))
+    if not clips:
+        raise ConversionError(f"no .amc clips in {source_dir}")
+    converter = Converter()
+    snippets, meta = {}, {}
+    for clip in clips:
+        qpos, plane = converter.walker_qpos(source_dir / f"{clip}.amc")
+        for k, (start, end) in enumerate(cut_snippets(len(qpos), converter.timestep)):
+            pieces = [(f"{clip}-{k}", qpos[start:end], False)]
+            if mirror:
+                mirrored = converter.limit_joints(mirror_qpos(qpos[start:end], converter.kinematics))
+                pieces.append((f"{clip}-{k}-mirror", mirrored, True))
+            for snippet_id, snippet_qpos, mirrored_flag in pieces:
+                snippets[snippet_id] = converter.features(snippet_qpos)
+                meta[snippet_id] = dict(clip=clip, start=start, end=end, mirrored=mirrored_flag, floor=plane)
+        log(f"{clip}: {len(qpos)} frames, floor height {plane[0]:+.3f} m, slope x {plane[1]:+.3f} y {plane[2]:+.3f}, "
+            f"root height median {np.median(qpos[:, 2]):.3f} m")
+    attrs = dict(source="CMU Graphics Lab Motion Capture Database, http://mocap.cs.cmu.edu (see data/mocap/cmu/"
+                 "SOURCES.md); converted by envs/mocap/convert.py", walker="CMUHumanoidPositionControlledV2020",
+                 control_timestep=converter.timestep, body_scale=converter.body_scale,
+                 snippet_source=np.array([f"{sid} {m['clip']} {m['start']} {m['end']} {int(m['mirrored'])} "
+                                          + " ".join(f"{v:.4f}" for v in m["floor"]) for sid, m in meta.items()],
+                                         "S"),
+                 snippet_source_columns="id clip start_frame end_frame mirrored floor_height slope_x slope_y")
+    write_hdf5(output, snippets, converter.timestep, attrs)
+    return meta
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m envs.mocap.convert", description=__doc__.splitlines()[0])
+    parser.add_argument("--source", type=Path, default=SOURCE_DIR, help="folder of CMU .amc clips")
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="HDF5 file to write")
+    parser.add_argument("--clips", nargs="*", help="clip names (e.g. 07_01); default: every .amc in --source")
+    parser.add_argument("--mirror", action="store_true",
+                        help="also write each snippet's mirror image, id <snippet-id>-mirror (doubles the file)")
+    args = parser.parse_args(argv)
+    try:
+        meta = convert_clips(args.source, args.output, args.clips, mirror=args.mirror)
+    except ConversionError as e:
+        parser.exit(2, f"error: {e}\n")
+    print(f"wrote {len(meta)} snippets to {args.output} ({args.output.stat().st_size / 1e6:.2f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

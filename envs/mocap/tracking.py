@@ -1,0 +1,132 @@
+"""Motion-capture tracking (seed 000 §8.1: the experts' single-clip tracking tasks) on the shipped CMU snippets.
+
+dm_control's ``MultiClipMocapTracking`` (``locomotion.tasks.reference_pose``) with the CoMic reward
+(``reward_type="comic"``, Hasenclever et al. 2020: 0.5 * termination reward + 0.5 * (0.1 exp(-10 |com err|^2) +
+exp(-0.1 |joint vel err|^2) + 0.15 exp(-40 |appendage err|^2) + 0.65 exp(-2 |body quat err|^2)); maximum 1.45 per
+step). The seed scores experts with the SAMCON energy; its exact weights are not given, so we use dm_control's
+published CoMic reward, which tracks the same quantities. Settings are dm_control's and CoMic's defaults:
+walker ``CMUHumanoidPositionControlledV2020``, flat ``Floor``, physics timestep 0.005 s, control timestep = the
+data's dt (0.03 s), reference look-ahead ``ref_steps`` = (1, 2, 3, 4, 5), random start at any step of the snippet
+that leaves ``min_steps`` = 10 steps, early termination (discount 0) when the tracking error
+0.5 * mean |body position error| + 0.5 * mean |joint angle error| exceeds 0.3; reaching the snippet's end is a
+truncation (discount 1).
+
+Names: ``humanoid-track`` draws a snippet per episode (uniformly over start points, i.e. weighted by length) from
+every snippet in ``data/mocap/cmu_snippets.h5``; ``humanoid-track:<snippet-id>`` (e.g. ``humanoid-track:07_01-0``,
+``humanoid-track:07_01-0-mirror``) tracks one snippet; ``envs.make("humanoid-track", clip="07_01-0")`` is the same.
+``clip`` also takes a list of snippet ids. ``ref_path`` selects another HDF5 file in the same schema.
+
+Observations: ``proprio`` = the walker's proprioception, kinematic and dynamic sensors (what the task enables);
+``task`` = the reference features (``walker/reference_*``: joints, body positions and quaternions relative to the
+walker, root pose, appendages, for the next 5 reference steps; dm_control's default set, 2560 numbers) and
+``walker/time_in_clip`` (the experts of §8.1 are time-indexed). The task's bookkeeping observables
+(``clip_id``, ``*_control``) are disabled: a clip index would let a policy memorise clips.
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+from pathlib import Path
+
+import h5py
+from dm_control import composer
+from dm_control.locomotion.arenas import floors
+from dm_control.locomotion.tasks.reference_pose import tracking, types
+from dm_control.locomotion.walkers import cmu_humanoid
+
+from envs import EnvError
+from envs.dmc import DMEnv
+from envs.mocap.convert import DEFAULT_OUTPUT
+
+FAMILY = "humanoid-track"
+REF_STEPS = (1, 2, 3, 4, 5)
+MIN_STEPS = 10
+TERMINATION_ERROR_THRESHOLD = 0.3
+PHYSICS_TIMESTEP = 0.005
+MAX_COMIC_REWARD = 0.5 * 1.0 + 0.5 * (0.1 + 1.0 + 0.15 + 0.65)   # every term at its optimum
+# dm_control's HDF5 loader uses a protobuf call that newer protobuf deprecates; harmless, and it fires per clip.
+warnings.filterwarnings("ignore", message=r"label\(\) is deprecated", category=DeprecationWarning)
+_BOOKKEEPING = ("walker/clip_id", "walker/velocimeter_control", "walker/gyro_control", "walker/joints_vel_control")
+
+
+@functools.lru_cache(maxsize=8)
+def snippet_ids(ref_path: str | Path = DEFAULT_OUTPUT) -> list[str]:
+    if not Path(ref_path).is_file():
+        raise EnvError(f"no mocap data at {ref_path} (regenerate it with `python -m envs.mocap.convert`)")
+    with h5py.File(ref_path, "r") as f:
+        return sorted(f.keys())
+
+
+def names() -> list[str]:
+    return [FAMILY, *(f"{FAMILY}:{sid}" for sid in snippet_ids())]
+
+
+def make(name: str, seed: int | None = None, action_repeat: int = 1, clip: str | list[str] | None = None,
+         ref_path: str | Path = DEFAULT_OUTPUT, render_size: tuple[int, int] = (240, 320), **unknown) -> DMEnv:
+    if unknown:
+        raise EnvError(f"{name}: unknown option(s) {', '.join(sorted(unknown))} "
+                       "(mocap tracking takes clip, ref_path and render_size)")
+    family, _, named_clip = name.partition(":")
+    if family != FAMILY:
+        raise EnvError(f"unknown mocap task {name!r}; names are {FAMILY} and {FAMILY}:<snippet-id>")
+    if named_clip and clip is not None:
+        raise EnvError(f"{name} already names a snippet; do not pass clip= as well")
+    available = snippet_ids(ref_path)
+    clips = [named_clip] if named_clip else ([clip] if isinstance(clip, str) else list(clip or available))
+    unknown_clips = [c for c in clips if c not in available]
+    if unknown_clips or not clips:
+        raise EnvError(f"unknown snippet(s) {', '.join(unknown_clips) or '(none given)'} in {ref_path}; "
+                       f"snippets are {', '.join(available[:6])}, ... ({len(available)} in all)")
+    return TrackingEnv(clips, ref_path=ref_path, seed=seed, action_repeat=action_repeat, render_size=render_size)
+
+
+def build_task(clips: list[str], ref_path: str | Path = DEFAULT_OUTPUT, playback: bool = False):
+    """dm_control's tracking task on ``clips``; ``playback`` sets the walker to the reference after every step."""
+    with h5py.File(ref_path, "r") as f:   # end steps from the file, so clips load lazily, not all at start
+        end_steps = tuple(int(f[c].attrs["num_steps"]) for c in clips)
+    task_class = ReferencePlayback if playback else tracking.MultiClipMocapTracking
+    task = task_class(
+        walker=cmu_humanoid.CMUHumanoidPositionControlledV2020, arena=floors.Floor(), ref_path=str(ref_path),
+        dataset=types.ClipCollection(ids=tuple(clips), end_steps=end_steps), ref_steps=REF_STEPS,
+        min_steps=MIN_STEPS, reward_type="comic", termination_error_threshold=TERMINATION_ERROR_THRESHOLD,
+        physics_timestep=PHYSICS_TIMESTEP, always_init_at_clip_start=False)
+    for key, obs in task.observables.items():
+        if key in _BOOKKEEPING:
+            obs.enabled = False
+    return task
+
+
+class ReferencePlayback(tracking.MultiClipMocapTracking):
+    """The tracking task with the walker put on the reference state after each physics step, before the features,
+    error and reward are computed (dm_control's ``PlaybackTask`` does the same but scores 0). A check of the data
+    and the reward: a perfect tracker scores ``MAX_COMIC_REWARD`` on every step."""
+
+    def after_step(self, physics, random_state):
+        self._time_step += 1          # _set_walker writes the reference at self._time_step
+        self._set_walker(physics)
+        self._time_step -= 1
+        super().after_step(physics, random_state)
+
+
+def observation_group(key: str) -> str:
+    """Reference features and the time in the clip (what makes the experts time-indexed, §8.1) are the task."""
+    return "task" if "reference" in key or key.endswith("time_in_clip") else "proprio"
+
+
+class TrackingEnv(DMEnv):
+    """``humanoid-track`` as a Gymnasium env. ``info["clip"]`` names the snippet being tracked."""
+
+    def __init__(self, clips: list[str], ref_path: str | Path = DEFAULT_OUTPUT, seed: int | None = None,
+                 action_repeat: int = 1, render_size: tuple[int, int] = (240, 320), playback: bool = False):
+        self.clips = list(clips)
+
+        def load(env_seed: int):
+            task = build_task(self.clips, ref_path, playback=playback)
+            return composer.Environment(task, random_state=env_seed, strip_singleton_obs_buffer_dim=True)
+
+        super().__init__(load, seed=seed, action_repeat=action_repeat, render_size=render_size,
+                         group_of=observation_group, camera_id="walker/back")
+
+    def _info(self) -> dict:
+        task = self._env.task
+        return {"clip": self.clips[task._current_clip_index], "time_step": int(task._time_step)}

@@ -1,0 +1,178 @@
+"""Motion capture (envs/mocap): AMC -> walker conversion (joint mapping by name, floor height, HDF5 schema),
+snippet cutting, mirroring, and the tracking env -- kinematic playback of the reference scores the maximum
+CoMic reward, doing nothing falls and terminates."""
+import h5py
+import numpy as np
+import pytest
+from dm_control.locomotion.mocap import loader
+
+import envs
+from envs import EnvError
+from envs.mocap import convert, tracking
+
+WALK = "07_01"          # CMU subject 7 walk, 2.63 s
+TURN = "01_01"          # forward jumps and a turn around, 22.9 s
+
+
+@pytest.fixture(scope="module")
+def converter():
+    return convert.Converter()
+
+
+@pytest.fixture(scope="module")
+def walk(converter):
+    return converter.walker_qpos(convert.SOURCE_DIR / f"{WALK}.amc")
+
+
+def test_conversion_shapes_joint_mapping_and_ranges(converter, walk):
+    qpos, _ = walk
+    cmu_qpos, cmu_names = convert.amc_to_cmu_qpos(convert.SOURCE_DIR / f"{WALK}.amc")
+    assert qpos.shape == (88, 7 + 56) == (len(cmu_qpos), cmu_qpos.shape[1])   # 2.63 s at 0.03 s
+    np.testing.assert_allclose(np.linalg.norm(qpos[:, 3:7], axis=1), 1.0, atol=1e-9)
+    names = converter.kinematics.joint_names
+    for name in ("lfemurrz", "rtibiarx", "lowerbackry", "headrx", "rhumerusrz"):
+        expected = cmu_qpos[:, 7 + cmu_names.index(name)]
+        low, high = converter.kinematics.joint_range[names.index(name)]
+        np.testing.assert_allclose(qpos[:, 7 + names.index(name)], np.clip(expected, low, high))
+    # the mapping follows names, not positions
+    shuffled = list(np.random.default_rng(0).permutation(cmu_names))
+    mapped = convert.map_joints(cmu_qpos[:, 7:], cmu_names, shuffled)
+    np.testing.assert_array_equal(mapped[:, shuffled.index("ltoesrx")], cmu_qpos[:, 7 + cmu_names.index("ltoesrx")])
+    with pytest.raises(convert.ConversionError, match="nofemur"):
+        convert.map_joints(cmu_qpos[:, 7:], cmu_names, ["nofemur"])
+    assert 1.18 < converter.body_scale < 1.25   # dm_control scales the 2020 walker by 1.2
+
+
+def test_floor_correction_puts_feet_on_the_floor(converter, walk):
+    qpos, plane = walk
+    distances = converter.foot_distances(qpos)
+    assert abs(np.percentile(distances, convert.FLOOR_PERCENTILE)) < 1e-6
+    assert distances.min() > -0.03 and np.median(distances) < 0.04   # a walk: a foot on the floor most frames
+    thirds = np.array_split(distances, 3)                            # and all along the walk: no drift
+    assert abs(np.median(thirds[0]) - np.median(thirds[-1])) < 0.02
+    assert 1.0 < np.median(qpos[:, 2]) < 1.3                         # root (pelvis) height of the 1.2x walker
+    # the raw conversion was off the floor: the walk's capture floor is tilted by about 2 cm per metre
+    raw = qpos.copy()
+    raw[:, 2] += plane[0] + (qpos[:, :2] - qpos[0, :2]) @ plane[1:]
+    np.testing.assert_allclose(converter.floor_plane(raw), plane, atol=1e-9)
+    assert np.abs(plane[1:]).max() > 0.01
+    raw_distances = converter.foot_distances(raw)
+    assert abs(np.median(np.array_split(raw_distances, 3)[0]) - np.median(np.array_split(raw_distances, 3)[-1])) > 0.03
+
+
+def test_cut_snippets():
+    assert convert.cut_snippets(36) == [(0, 36)]                 # a 1.1 s run stays whole
+    pieces = convert.cut_snippets(764)                           # 22.9 s -> 4 pieces of 5.7 s
+    assert len(pieces) == 4 and pieces[0][0] == 0 and pieces[-1][1] == 764
+    assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:]))
+    assert all(2.0 <= (end - start) * convert.CONTROL_TIMESTEP <= 6.0 for start, end in pieces)
+    with pytest.raises(convert.ConversionError):
+        convert.cut_snippets(1)
+
+
+def test_mirroring(converter, walk):
+    kinematics = converter.kinematics
+    qpos, _ = walk
+    mirrored = convert.mirror_qpos(qpos, kinematics)
+    np.testing.assert_allclose(convert.mirror_qpos(mirrored, kinematics), qpos, atol=1e-12)
+    assert np.abs(mirrored[:, 7:] - qpos[:, 7:]).max() > 0.3
+    # body by body: the mirror image of the left thigh is where the right thigh goes, and so on
+    bodies = [b.name for b in kinematics.walker.mocap_tracking_bodies]
+    partner = [bodies.index(convert._partner(name, bodies)) for name in bodies]
+    kinematics.set_state(qpos[40])
+    original = kinematics.features()["body_positions"]
+    kinematics.set_state(mirrored[40])
+    image = kinematics.features()["body_positions"][partner]
+    # the mirror plane: vertical, through the first root position, normal to the root's first left-right axis
+    plane_point = np.array([*qpos[0, :2], 0.0])
+    left_right = convert._rotation(qpos[0, 3:7])[:, np.diag(kinematics.body_mirror) < 0].ravel()
+    n = np.array([*left_right[:2], 0.0]) / np.linalg.norm(left_right[:2])
+    reflected = plane_point + (original - plane_point) @ (np.eye(3) - 2 * np.outer(n, n)).T
+    assert np.abs(image - reflected).max() < 0.01
+    # turning: the second 01_01 snippet turns around one way, its mirror image the other way
+    turn, _ = converter.walker_qpos(convert.SOURCE_DIR / f"{TURN}.amc")
+    start, end = convert.cut_snippets(len(turn))[1]
+    heading = convert.heading_change(turn[start:end], kinematics)
+    assert abs(heading) > 2.5
+    assert convert.heading_change(convert.mirror_qpos(turn[start:end], kinematics), kinematics) == \
+        pytest.approx(-heading, abs=1e-6)
+
+
+def test_hdf5_schema_and_regeneration(tmp_path):
+    out = tmp_path / "mocap.h5"
+    assert convert.main(["--clips", WALK, "--mirror", "--output", str(out)]) == 0
+    ids = [f"{WALK}-0", f"{WALK}-0-mirror"]
+    trajectories = loader.HDF5TrajectoryLoader(str(out))
+    assert sorted(trajectories.keys()) == sorted(ids)
+    reference = trajectories.get_trajectory(ids[0]).as_dict()
+    sizes = {"position": (3,), "quaternion": (4,), "joints": (56,), "center_of_mass": (3,),
+             "end_effectors": (4, 3), "velocity": (3,), "angular_velocity": (3,), "joints_velocity": (56,),
+             "appendages": (5, 3), "body_positions": (31, 3), "body_quaternions": (31, 4)}
+    assert {k: v.shape for k, v in reference.items()} == {f"walker/{k}": (88, *s) for k, s in sizes.items()}
+    with h5py.File(out) as f, h5py.File(convert.DEFAULT_OUTPUT) as shipped:
+        assert f[ids[0]].attrs["dt"] == convert.CONTROL_TIMESTEP
+        assert f[f"{ids[0]}/walkers/walker_0/joints"].dtype == np.float32
+        for field in sizes:   # the shipped file is what the CLI writes
+            np.testing.assert_array_equal(f[f"{ids[0]}/walkers/walker_0/{field}"][()],
+                                          shipped[f"{ids[0]}/walkers/walker_0/{field}"][()])
+    # the velocities are the finite differences of the positions
+    np.testing.assert_allclose(reference["walker/velocity"][1:-1],
+                               (reference["walker/position"][2:] - reference["walker/position"][:-2]) / 0.06,
+                               atol=1e-4)
+
+
+def playback_rewards(clips, ref_path=convert.DEFAULT_OUTPUT, seed=0):
+    env = tracking.TrackingEnv(clips, ref_path=ref_path, seed=seed, playback=True)
+    env.reset()
+    rewards, terminated, truncated = [], False, False
+    while not (terminated or truncated):
+        _, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        rewards.append(reward)
+    return np.array(rewards), terminated, info
+
+
+def test_reference_playback_scores_the_maximum_reward(tmp_path):
+    rewards, terminated, info = playback_rewards([f"{WALK}-0"])
+    assert not terminated and info["clip"] == f"{WALK}-0" and len(rewards) >= tracking.MIN_STEPS
+    np.testing.assert_allclose(rewards, tracking.MAX_COMIC_REWARD, atol=1e-4)
+    # the mirrored data is as consistent
+    out = tmp_path / "mirror.h5"
+    convert.main(["--clips", "09_06", "--mirror", "--output", str(out)])
+    rewards, terminated, _ = playback_rewards(["09_06-0-mirror"], ref_path=out, seed=3)
+    assert not terminated
+    np.testing.assert_allclose(rewards, tracking.MAX_COMIC_REWARD, atol=1e-4)
+
+
+def test_env_names_groups_and_early_termination():
+    names = tracking.names()
+    assert "humanoid-track" in envs.names() and f"humanoid-track:{WALK}-0" in names
+    env = envs.make(f"humanoid-track:{WALK}-0", seed=0)
+    obs, info = env.reset()
+    assert set(obs) == {"proprio", "task"} and env.observation_space.contains(obs)
+    assert env.action_space.shape == (56,) and info["clip"] == f"{WALK}-0"
+    rewards, terminated = [], False
+    for _ in range(30):   # a limp humanoid (all position targets at mid-range) falls away from the reference
+        obs, reward, terminated, truncated, info = env.step(np.zeros(56))
+        rewards.append(reward)
+        if terminated or truncated:
+            break
+    assert terminated and 0 <= min(rewards) and max(rewards) < tracking.MAX_COMIC_REWARD
+    assert env.render().shape == (240, 320, 3)
+    # all snippets; the clip keyword picks some
+    env = envs.make("humanoid-track", seed=1, clip=["09_01-0", "16_35-0"])
+    assert {env.reset()[1]["clip"] for _ in range(6)} <= {"09_01-0", "16_35-0"}
+
+
+def test_bad_names_and_options():
+    with pytest.raises(EnvError, match="unknown environment"):
+        envs.make("humanoid-track:99_99-0")
+    with pytest.raises(EnvError, match="unknown snippet"):
+        tracking.make("humanoid-track:99_99-0")
+    with pytest.raises(EnvError, match="unknown snippet"):
+        envs.make("humanoid-track", clip="nope")
+    with pytest.raises(EnvError, match="already names"):
+        envs.make(f"humanoid-track:{WALK}-0", clip=f"{WALK}-0")
+    with pytest.raises(EnvError, match="unknown option"):
+        envs.make("humanoid-track", speed=3)
+    with pytest.raises(EnvError, match="no mocap data"):
+        envs.make("humanoid-track", ref_path="/nonexistent.h5")
