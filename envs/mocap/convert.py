@@ -121,13 +121,9 @@ class WalkerKinematics:
         self.joint_names = [j.name for j in self.walker.mocap_joints]
         self._joints = self.physics.bind(self.walker.mocap_joints)
         self.joint_range = np.array(self._joints.range)
-        self._freejoint = mjcf.get_attachment_frame(self.walker.mjcf_model).freejoint
-        self._root_qposadr = int(self.physics.bind(self._freejoint).qposadr)
-        self._qpos_index = np.concatenate([np.arange(self._root_qposadr, self._root_qposadr + 7),
-                                           np.array(self._joints.qposadr)])
-        self._qvel_index = np.concatenate([np.arange(int(self.physics.bind(self._freejoint).dofadr),
-                                                     int(self.physics.bind(self._freejoint).dofadr) + 6),
-                                           np.array(self._joints.dofadr)])
+        free = self.physics.bind(mjcf.get_attachment_frame(self.walker.mjcf_model).freejoint)
+        self._qpos_index = np.concatenate([free.qposadr + np.arange(7), self._joints.qposadr])
+        self._qvel_index = np.concatenate([free.dofadr + np.arange(6), self._joints.dofadr])
         self._foot_geoms = [g for b in FOOT_BODIES
                             for g in self.walker.mjcf_model.find("body", b).find_all("geom")]
         self._floor_geom = self.physics.bind(arena.ground_geoms[0]).element_id
@@ -151,9 +147,13 @@ class WalkerKinematics:
         return min(mujoco.mj_geomDistance(m, d, self.physics.bind(g).element_id, self._floor_geom, 1.0, None)
                    for g in self._foot_geoms)
 
+    def zero_pose(self) -> np.ndarray:
+        """Root 1 m up with identity rotation, all joints at 0 (the model's left/right symmetric pose)."""
+        return np.concatenate([[0, 0, 1, 1, 0, 0, 0], np.zeros(len(self.joint_names))])
+
     def leg_length(self) -> float:
         """Hip (femur body) to ankle (foot body) distance in the zero pose."""
-        self.set_state(np.concatenate([[0, 0, 0, 1, 0, 0, 0], np.zeros(len(self.joint_names))]))
+        self.set_state(self.zero_pose())
         hip, ankle = (self.walker.mjcf_model.find("body", b) for b in LEG_BODIES)
         return float(np.linalg.norm(self.physics.bind(hip).xpos - self.physics.bind(ankle).xpos))
 
@@ -170,7 +170,7 @@ class WalkerKinematics:
 
     # -- mirroring -----------------------------------------------------------------------------------------------
     def _mirror_setup(self) -> None:
-        self.set_state(np.concatenate([[0, 0, 1, 1, 0, 0, 0], np.zeros(len(self.joint_names))]))
+        self.set_state(self.zero_pose())
         bind_body = lambda name: self.physics.bind(self.walker.mjcf_model.find("body", name))  # noqa: E731
         lateral = bind_body("lfemur").xpos - bind_body("rfemur").xpos   # root frame = world frame here
         axis = int(np.argmax(np.abs(lateral)))
