@@ -15,6 +15,20 @@ def run_cli(*args, timeout=300, **kwargs):
                           text=True, timeout=timeout, **kwargs)
 
 
+@pytest.fixture(autouse=True)
+def _one_thread_seeded():
+    """Small networks: extra intra-op threads only add contention on a shared CPU. Every test starts from the same
+    torch seed. Both restored afterwards."""
+    import torch
+
+    threads, state = torch.get_num_threads(), torch.get_rng_state()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    yield
+    torch.set_num_threads(threads)
+    torch.set_rng_state(state)
+
+
 @pytest.fixture
 def cli():
     return run_cli

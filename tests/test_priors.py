@@ -23,15 +23,6 @@ OBS = spaces.Dict({"proprio": spaces.Box(-np.inf, np.inf, (5,), np.float32),
 ACTIONS = spaces.Box(-1.0, 1.0, (2,), np.float32)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    yield
-    torch.set_num_threads(threads)
-
-
 def agent(prior="mlp", **overrides) -> SVG0Agent:
     config = SVG0Config(hidden=(32, 32), prior=prior, prior_hidden=(32, 32), **overrides)
     return SVG0Agent(OBS, ACTIONS, config)

@@ -18,15 +18,6 @@ ACT = spaces.Box(-1, 1, (2,), np.float32)
 CENTRES = torch.tensor([[0.5, 0.5], [-0.5, -0.5]])
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small networks: extra intra-op threads only add contention on a shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def make_agent(**overrides):
     config = agents.resolve_config("sql", {"hidden": "16,16", "sampler_hidden": "16", "batch_size": "8",
                                            **{k: str(v) for k, v in overrides.items()}})

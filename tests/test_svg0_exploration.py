@@ -15,15 +15,6 @@ OBS = spaces.Dict({"proprio": spaces.Box(-np.inf, np.inf, (4,), np.float32)})
 ACTIONS = spaces.Box(-1.0, 1.0, (2,), np.float32)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    yield
-    torch.set_num_threads(threads)
-
-
 def agent(exploration, **overrides) -> SVG0Agent:
     return SVG0Agent(OBS, ACTIONS, SVG0Config(hidden=(16, 16), exploration=exploration, batch_size=4, **overrides))
 
