@@ -10,7 +10,8 @@ inference/layers:
   Where the noise is redrawn -- the only places ``reset_noise`` is called:
     * learner: at the start of every ``update``, once for the online and once (independently) for the target
       network; that one online sample serves both Q(s, a) and the Double-DQN argmax at s';
-    * actor, ``noise_resample=step`` (default, the paper's DQN agent): before every ``act``;
+    * actor, ``noise_resample=step`` (default; EXTERNAL, to verify: Fortunato et al.'s NoisyNet-DQN draws new
+      noise for every action): before every ``act``;
       ``noise_resample=episode``: once per episode in ``begin_episode`` -- the acting noise is kept aside and put
       back before each ``act``, so learner updates inside the episode do not change the acting network;
     * ``act(..., deterministic=True)``: no noise at all -- the layers run on their means (eval mode), nothing

@@ -1,6 +1,6 @@
 """Exploration experiments (issue #7; seed 004 §4, C11-C14 in ../shared/research/seed004.md).
 
-    python benchmarks/exploration.py --experiment 1                    # DeepSea, the full protocol (~45 min, 1 core)
+    python benchmarks/exploration.py --experiment 1                    # DeepSea, the full protocol (~65 min, 1 core)
     python benchmarks/exploration.py --experiment 1 --sizes 10 --seeds 0 --episodes 100 --no-write   # a quick look
     python benchmarks/exploration.py --experiment 3                    # multigoal (benchmarks/exploration_multigoal.py)
 
@@ -10,11 +10,12 @@ seeds 0, 1, 2 (seed s: torch seed s and action mapping ``mapping_seed = s``). Th
 loop -- SequenceReplay (agents/replay.py) with one-step sequences, one learner update per step after
 ``learning_starts`` -- without the trainer's TensorBoard/evaluation machinery, to stay fast. Measured per run:
 the episode of the first +1 (``first_reward_episode``, 1-based, null if never) and the fraction of episodes that
-earned it, within a fixed episode budget per size (``EPISODES``: what one CPU core affords in about 45 minutes,
-see the JSON's ``protocol``). The agent settings are the dqn defaults (``BENCH_OVERRIDES`` is empty; a batch of 32
-instead of 128 halved the cost but left bootstrap unsolved on deep-sea-10 for 2 of 3 seeds within 200
-episodes). Expected from the literature (Osband et al. 2018, bsuite): epsilon-greedy needs ~2^N episodes
-and fails beyond small N; bootstrapped DQN with randomised priors scales gracefully in N.
+earned it, within a fixed episode budget per size (``EPISODES``; planned as ~45 minutes of one core, it took
+64 on the shared machine; see the JSON's ``protocol``). The agent settings are the dqn defaults
+(``BENCH_OVERRIDES`` is empty; a batch of 32 instead of 128 halved the cost but left bootstrap unsolved on
+deep-sea-10 for 2 of 3 seeds within 200 episodes). Expected from the literature (Osband et al. 2018,
+bsuite): epsilon-greedy needs ~2^N episodes and fails beyond small N; bootstrapped DQN with randomised priors
+scales gracefully in N. What this sweep found: docs/exploration.md.
 
 Experiment 2 -- svg0 variants on sparse continuous-control tasks (key "sparse_control"): to be added (see
 ``run_experiment_2``).
