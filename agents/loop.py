@@ -238,7 +238,7 @@ class Trainer:
                 if bad:
                     raise TrainingDiverged(
                         f"{', '.join(bad)} became non-finite at env step {self.env_steps}; lower the learning rates "
-                        f"(--set policy_lr=... critic_lr=...) or set grad_clip; the last checkpoint is intact")
+                        f"(the *lr keys of `train.py --list`) or set grad_clip; the last checkpoint is intact")
                 for k, v in metrics.items():
                     sums[k] = sums.get(k, 0.0) + v
                 count += 1

@@ -17,8 +17,9 @@ deep-sea-10 for 2 of 3 seeds within 200 episodes). Expected from the literature 
 bsuite): epsilon-greedy needs ~2^N episodes and fails beyond small N; bootstrapped DQN with randomised priors
 scales gracefully in N. What this sweep found: docs/exploration.md.
 
-Experiment 2 -- svg0 variants on sparse continuous-control tasks (key "sparse_control"): to be added (see
-``run_experiment_2``).
+Experiment 2 -- svg0 with exploration = none / noisy / bootstrap / ucb on cartpole-swingup_sparse and
+ball_in_cup-catch at equal steps (benchmarks/exploration_control.py; key "sparse_control"; ``--report`` redraws
+docs/img/exploration_sparse_control.png and the table from the results file).
 
 Experiment 3 -- multigoal: ``run_multigoal()`` from benchmarks/exploration_multigoal.py (key "multigoal").
 
@@ -235,10 +236,22 @@ def run_experiment_1(sizes=SIZES, seeds=SEEDS, methods=METHODS, episodes: dict[i
 
 
 # -- experiment 2: svg0 variants on sparse continuous control -----------------------------------------------------
-def run_experiment_2(**kwargs) -> dict:
-    """svg0 exploration variants on sparse continuous-control tasks, results under key "sparse_control".
-    Not written yet: add the protocol here (and its arguments in ``main``)."""
-    raise NotImplementedError("experiment 2 (svg0 variants on sparse control) is not implemented yet")
+def run_experiment_2(seeds=SEEDS, write: bool = True, report: bool = False) -> dict:
+    """svg0 exploration variants on sparse continuous-control tasks (benchmarks/exploration_control.py), results
+    under key "sparse_control" (written after every run); ``report`` only redraws the figure and table."""
+    from benchmarks import exploration_control as control  # imported only when asked for
+
+    if report:
+        result = json.loads(RESULTS.read_text())["sparse_control"]
+        control.plot(result["runs"], result["protocol"]["steps"])
+    else:
+        result = control.run_sparse_control(seeds=tuple(seeds),
+                                            on_run=(lambda r: write_key("sparse_control", r)) if write else None)
+    table = control.table(result["summary"])
+    print(table)
+    if write or report:
+        replace_block(DOCS, "sparse_control", table)
+    return result
 
 
 # -- experiment 3: multigoal -------------------------------------------------------------------------------------
@@ -268,7 +281,7 @@ def main(argv=None) -> int:
                    help="experiment 1: override a dqn setting for an ablation (use with --no-write), e.g. mask_prob=1")
     p.add_argument("--no-write", action="store_true", help="print only; leave the results file and figure alone")
     p.add_argument("--report", action="store_true",
-                   help="experiment 1: redraw the figure and the docs table from the results file, run nothing")
+                   help="experiments 1, 2: redraw the figure and the docs table from the results file, run nothing")
     args = p.parse_args(argv)
     if args.experiment == 1 and args.report:
         result = json.loads(RESULTS.read_text())["deep_sea"]
@@ -293,7 +306,7 @@ def main(argv=None) -> int:
         except ConfigError as e:
             p.error(str(e))
     elif args.experiment == 2:
-        run_experiment_2()
+        run_experiment_2(args.seeds, write=not args.no_write, report=args.report)
     else:
         run_experiment_3(write=not args.no_write)
     if not args.no_write:

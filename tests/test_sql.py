@@ -113,7 +113,7 @@ def test_sampler_trained_by_amortised_svgd_covers_both_modes_of_a_bimodal_q(seed
     (first phase). Then amortised SVGD towards exp(Q/alpha) with Q/alpha a two-mode mixture must put about half
     of the draws on each mode, each with roughly the mode's width: a collapsed sampler (one mode, or the
     repulsion-free MAP point per noise) fails. Known limit: started from the network's initial, narrow output
-    the same training collapses onto one mode (docs/exploration_sql.md)."""
+    the same training collapses onto one mode (docs/exploration.md, experiment 3)."""
     torch.manual_seed(seed)
     sigma = 0.2
     agent = make_agent(sampler_hidden=64, svgd_particles=32, sampler_lr=1e-3)
