@@ -2,7 +2,10 @@
 
 Names:
 - every dm_control suite task as ``domain-task`` (``cartpole-swingup``, ``walker-walk``, ``humanoid-run``, ...);
-- Gymnasium ids as ``gym:<id>`` (``gym:Humanoid-v5``, ``gym:Pendulum-v1``, ...).
+- Gymnasium ids as ``gym:<id>`` (``gym:Humanoid-v5``, ``gym:Pendulum-v1``, ...);
+- this package's own families (``_FAMILIES``): the Ch 7 locomotion tasks ``<walker>-<task>`` (envs/locomotion.py),
+  ``deep-sea-N`` (envs/deep_sea.py), ``multigoal`` (envs/multigoal.py), ``humanoid-track[:<snippet>]`` mocap tracking
+  (envs/mocap/).
 
 Every environment observes a ``Dict`` of flat float32 groups: ``proprio`` always, ``task`` where the task has
 task information (targets, goals, external objects). Continuous actions are scaled to [-1, 1].
@@ -38,8 +41,9 @@ def _gym_names() -> list[str]:
     return [f"gym:{env_id}" for env_id in sorted(gym.registry)]
 
 
-# Environment families defined in this package. Each module exposes ``names() -> list[str]`` and
-# ``make(name, seed, action_repeat, **kwargs) -> gym.Env``; add a family by adding its module here.
+# Environment families defined in this package. Each module exposes ``names() -> list[str]`` (the names to list)
+# and ``make(name, seed, action_repeat, **kwargs) -> gym.Env``, and optionally ``accepts(name) -> bool`` when it
+# builds more names than it lists (``deep-sea-N`` for any N); add a family by adding its module here.
 _FAMILIES: tuple[str, ...] = ("envs.multigoal", "envs.deep_sea", "envs.locomotion", "envs.mocap")
 
 
@@ -48,7 +52,8 @@ def _family_of(name: str):
 
     for module_name in _FAMILIES:
         module = importlib.import_module(module_name)
-        if name in module.names():
+        accepts = getattr(module, "accepts", None)
+        if accepts(name) if accepts is not None else name in module.names():
             return module
     return None
 

@@ -37,7 +37,7 @@ from gymnasium import spaces
 from envs import EnvError
 from envs.spaces import group_space
 
-__all__ = ["DeepSea", "names", "make", "parse_size", "LISTED_SIZES"]
+__all__ = ["DeepSea", "names", "accepts", "make", "parse_size", "LISTED_SIZES"]
 
 LISTED_SIZES = (10, 14, 20, 30)
 _NAME = re.compile(r"deep-sea-(-?\d+)")
@@ -50,16 +50,13 @@ def parse_size(name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-class _Names(list):
-    """The listed sizes; ``in`` accepts every ``deep-sea-N``, because ``envs.make`` finds a family by asking
-    ``name in family.names()`` and any size is buildable."""
-
-    def __contains__(self, name) -> bool:
-        return isinstance(name, str) and parse_size(name) is not None
+def accepts(name: str) -> bool:
+    """Every ``deep-sea-N`` is buildable, not only the listed sizes (``make`` rejects a bad N with one line)."""
+    return isinstance(name, str) and parse_size(name) is not None
 
 
 def names() -> list[str]:
-    return _Names(f"deep-sea-{n}" for n in LISTED_SIZES)
+    return [f"deep-sea-{n}" for n in LISTED_SIZES]
 
 
 def make(name: str, seed: int | None = None, action_repeat: int = 1, mapping_seed: int = 0, **kwargs) -> "DeepSea":
