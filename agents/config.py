@@ -11,6 +11,15 @@ class ConfigError(ValueError):
     """A user-supplied setting is unknown or malformed; the message names the fix."""
 
 
+def box_action_dim(agent: str, action_space) -> int:
+    """The action dimension of a 1-d continuous (Box) action space; one clear error for any other space."""
+    from gymnasium import spaces
+
+    if not (isinstance(action_space, spaces.Box) and action_space.shape and len(action_space.shape) == 1):
+        raise ConfigError(f"{agent} needs a continuous (Box) action space, this environment has {action_space}")
+    return int(action_space.shape[0])
+
+
 def _parse(value: str, kind, key: str):
     origin = typing.get_origin(kind)
     args = typing.get_args(kind)

@@ -46,7 +46,7 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from torch import nn
 
-from agents.config import ConfigError
+from agents.config import ConfigError, box_action_dim
 from agents.networks import QNetwork, frozen_copy, hard_update
 from agents.observations import ObsLayout
 from agents.svg0 import masked_mean
@@ -114,13 +114,12 @@ class SQLAgent:
 
     def __init__(self, observation_space: spaces.Dict, action_space: spaces.Space, config: SQLConfig,
                  device: torch.device | str = "cpu"):
-        if not (isinstance(action_space, spaces.Box) and action_space.shape and len(action_space.shape) == 1):
-            raise ConfigError(f"sql needs a continuous (Box) action space, this environment has {action_space}")
+        action_dim = box_action_dim("sql", action_space)
         config.validate()
         self.config = config
         self.device = torch.device(device)
         self.layout = ObsLayout(observation_space)
-        self.action_dim = d = action_space.shape[0]
+        self.action_dim = d = action_dim
         self.critic = QNetwork(self.layout.dim, d, config.hidden).to(self.device)
         self.target_critic = frozen_copy(self.critic)
         self.sampler = MLPSampler(d, d, config.sampler_hidden, config.sampler_layers, nn.ReLU,

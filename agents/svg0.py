@@ -71,7 +71,7 @@ import torch
 from gymnasium import spaces
 
 import priors
-from agents.config import ConfigError
+from agents.config import ConfigError, box_action_dim
 from agents.networks import EnsembleQNetwork, GaussianPolicy, QNetwork, frozen_copy, hard_update
 from agents.observations import ObsLayout
 from agents.retrace import retrace_targets, truncated_importance_weights
@@ -175,13 +175,12 @@ class SVG0Agent:
 
     def __init__(self, observation_space: spaces.Dict, action_space: spaces.Space, config: SVG0Config,
                  device: torch.device | str = "cpu"):
-        if not (isinstance(action_space, spaces.Box) and action_space.shape and len(action_space.shape) == 1):
-            raise ConfigError(f"svg0 needs a continuous (Box) action space, this environment has {action_space}")
+        action_dim = box_action_dim("svg0", action_space)
         config.validate()
         self.config = config
         self.device = torch.device(device)
         self.layout = ObsLayout(observation_space)
-        self.action_dim = action_space.shape[0]
+        self.action_dim = action_dim
         obs_dim = self.layout.dim
         self.ensemble = config.exploration in ("bootstrap", "ucb")
         self.noisy = config.exploration == "noisy"

@@ -25,7 +25,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.runs import binned_curves, train_and_read  # noqa: E402
+from benchmarks.runs import plot_curve_panels, train_and_read  # noqa: E402
 
 TASKS = {"cartpole-swingup_sparse": 8, "ball_in_cup-catch": 4}
 VARIANTS = ("none", "noisy", "bootstrap", "ucb")
@@ -76,25 +76,9 @@ def table(summary: dict) -> str:
 
 
 def plot(runs: list[dict], steps: int, path: Path = FIGURE) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(TASKS), figsize=(5 * len(TASKS), 3.6), squeeze=False)
-    for ax, task in zip(axes[0], TASKS):
-        for variant in VARIANTS:
-            x, curves = binned_curves([r for r in runs if r["env"] == task and r["variant"] == variant], steps, 10)
-            if len(curves):
-                ax.plot(x, np.nanmean(curves, 0), label=f"{variant} ({len(curves)} seeds)")
-        ax.set_title(task, fontsize=9)
-        ax.set_xlabel("environment steps")
-        ax.set_ylabel("training episode return")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    panels = {task: {variant: [r for r in runs if r["env"] == task and r["variant"] == variant]
+                     for variant in VARIANTS} for task in TASKS}
+    plot_curve_panels(panels, steps, path, bins=10)
 
 
 def run_sparse_control(steps: int = 20_000, seeds=(0, 1, 2), tasks=tuple(TASKS), variants=VARIANTS,

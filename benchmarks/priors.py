@@ -34,7 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.runs import binned_curves, steps_to_threshold, train_and_read  # noqa: E402
+from benchmarks.runs import plot_curve_panels, steps_to_threshold, train_and_read  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "priors.json"
 FIGURE = ROOT / "docs" / "priors_curves.png"
@@ -141,27 +141,10 @@ def _key(env: str, overrides: dict, seed: int, steps: int) -> str:
 
 
 def plot(spec: dict, runs: dict, seeds: list[int], steps: int, path: Path = FIGURE) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(spec), figsize=(5 * len(spec), 3.6), squeeze=False)
-    for ax, (name, experiment) in zip(axes[0], spec.items()):
-        for label, (env, overrides) in experiment["conditions"].items():
-            records = [runs[k] for k in (_key(env, overrides, seed, steps) for seed in seeds) if k in runs]
-            x, curves = binned_curves(records, steps)
-            if len(curves):
-                ax.plot(x, np.nanmean(curves, 0), label=f"{label} ({len(curves)} seeds)")
-                ax.fill_between(x, np.nanmin(curves, 0), np.nanmax(curves, 0), alpha=0.2)
-        ax.set_title(name.replace("_", " "), fontsize=9)
-        ax.set_xlabel("environment steps")
-        ax.set_ylabel("training episode return")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    panels = {name.replace("_", " "): {label: [runs[k] for k in (_key(env, o, seed, steps) for seed in seeds) if k in runs]
+                                       for label, (env, o) in experiment["conditions"].items()}
+              for name, experiment in spec.items()}
+    plot_curve_panels(panels, steps, path)
 
 
 def write_docs(result: dict, path: Path = DOCS) -> None:

@@ -55,3 +55,29 @@ def binned_curves(records: list[dict], steps: int, bins: int = 20) -> tuple[np.n
         idx = np.digitize(x, edges)
         rows.append([y[idx == i].mean() if (idx == i).any() else np.nan for i in range(1, len(edges))])
     return edges[1:], np.array(rows)
+
+
+def plot_curve_panels(panels: dict[str, dict[str, list[dict]]], steps: int, path: Path, bins: int = 20) -> None:
+    """One panel per title, one line per label: the mean over runs of the binned training return, with the range
+    over runs shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), squeeze=False)
+    for ax, (title, lines) in zip(axes[0], panels.items()):
+        for label, records in lines.items():
+            x, curves = binned_curves(records, steps, bins)
+            if len(curves):
+                ax.plot(x, np.nanmean(curves, 0), label=f"{label} ({len(curves)} seeds)")
+                ax.fill_between(x, np.nanmin(curves, 0), np.nanmax(curves, 0), alpha=0.2)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("environment steps")
+        ax.set_ylabel("training episode return")
+        if lines:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
