@@ -40,6 +40,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "priors.json"
 FIGURE = ROOT / "docs" / "priors_curves.png"
 DOCS = ROOT / "docs" / "priors.md"
 WINDOW = 10
+NOTES_MARKER = "<!-- notes: kept when the table above is regenerated -->"
 # Budget-driven settings for every run (see the module docstring); everything else is svg0's default.
 COMMON = {"hidden": "128,128", "prior_hidden": "128,128", "update_every": "4", "learning_starts": "1000"}
 THRESHOLDS = {"ant-go-to-target": 15.0, "jumping_ball-go-to-target": 15.0, "ant-walk": 10.0}
@@ -165,8 +166,14 @@ def write_docs(result: dict, path: Path = DOCS) -> None:
                          f"{row['reached_threshold']}/{row['seeds']} | {reached} | "
                          f"{row['final_train_return_mean']:.1f} ± {row['final_train_return_std']:.1f} | "
                          f"{row['eval_return_mean']:.1f} ± {row['eval_return_std']:.1f} | {success} |")
+    lines += ["", "Prior source runs (one seed each):", ""]
+    lines += [f"- `{key}`: final train return {row['final_train_return']:.2f}, eval return {row['eval_return']:.2f}"
+              for key, row in result.get("sources", {}).items()]
     lines += ["", "![curves](priors_curves.png)", ""]
-    path.write_text("\n".join(lines))
+    # hand-written notes below the marker survive regeneration
+    old = path.read_text() if path.exists() else ""
+    notes = old[old.index(NOTES_MARKER):] if NOTES_MARKER in old else NOTES_MARKER + "\n"
+    path.write_text("\n".join(lines) + "\n" + notes)
 
 
 def main(argv=None) -> int:
@@ -212,7 +219,10 @@ def main(argv=None) -> int:
     else:
         header = {k: previous.get(k, v) for k, v in header.items()}
 
-    result = {**header, "summary": summarise(spec, runs, args.seeds, args.steps), "runs": runs}
+    sources = {key: {"env": r["env"], "overrides": r["overrides"], "steps": r["steps"], "eval_return": r["eval_return"],
+                     "final_train_return": float(np.mean([v for _, v in r["curve"][-WINDOW:]])) if r["curve"] else None}
+               for key, r in runs.items() if key.startswith("source|")}
+    result = {**header, "summary": summarise(spec, runs, args.seeds, args.steps), "sources": sources, "runs": runs}
     _write(args.output, result)
     plot(spec, runs, args.seeds, args.steps)
     write_docs(result)
