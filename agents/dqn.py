@@ -47,6 +47,7 @@ epsilon 10/(10+t) on top of Thompson sampling is left out.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Literal
 
@@ -123,12 +124,7 @@ class DQNConfig:
 
 def noisy_mlp(in_dim: int, hidden, out_dim: int, sigma0: float) -> nn.Sequential:
     """An MLP whose every linear layer is a factorised NoisyLinear (the fully connected layers of NoisyNet-DQN)."""
-    layers: list[nn.Module] = []
-    for width in hidden:
-        layers += [NoisyLinear(in_dim, width, sigma0=sigma0), nn.ReLU()]
-        in_dim = width
-    layers.append(NoisyLinear(in_dim, out_dim, sigma0=sigma0))
-    return nn.Sequential(*layers)
+    return mlp(in_dim, hidden, out_dim, linear=functools.partial(NoisyLinear, sigma0=sigma0))
 
 
 class DQNAgent:

@@ -63,6 +63,7 @@ Exploration by weight uncertainty (seed 004 §4, issue #7), ``--set exploration=
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from pathlib import Path
 
@@ -184,7 +185,7 @@ class SVG0Agent:
         obs_dim = self.layout.dim
         self.ensemble = config.exploration in ("bootstrap", "ucb")
         self.noisy = config.exploration == "noisy"
-        linear = (lambda i, o: NoisyLinear(i, o, sigma0=config.noise_sigma0)) if self.noisy else torch.nn.Linear
+        linear = functools.partial(NoisyLinear, sigma0=config.noise_sigma0) if self.noisy else torch.nn.Linear
         self.policy = GaussianPolicy(obs_dim, self.action_dim, config.hidden, linear=linear).to(self.device)
         if self.ensemble:
             self.critic = EnsembleQNetwork(obs_dim, self.action_dim, config.hidden, config.ensemble_size,

@@ -93,7 +93,17 @@ class Prior(nn.Module):
         raise NotImplementedError  # abstract: MLPPrior, LSTMPrior, LatentPrior
 
 
-class MLPPrior(Prior):
+class GaussianPrior(Prior):
+    """A prior with an explicit Gaussian pi_0(u|s) per step (``distribution``): the KL is analytic."""
+
+    def distribution(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError  # abstract: MLPPrior, LSTMPrior
+
+    def kl(self, obs, policy_mean, policy_std, actions=None, mask=None, analytic: bool = True):
+        return gaussian_kl(policy_mean, policy_std, *self.distribution(obs)), {}
+
+
+class MLPPrior(GaussianPrior):
     def __init__(self, config: PriorConfig):
         super().__init__(config)
         self.net = mlp(config.obs_dim, config.hidden, 2 * config.action_dim)
@@ -101,11 +111,8 @@ class MLPPrior(Prior):
     def distribution(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return gaussian_head(self.net(obs))
 
-    def kl(self, obs, policy_mean, policy_std, actions=None, mask=None, analytic: bool = True):
-        return gaussian_kl(policy_mean, policy_std, *self.distribution(obs)), {}
 
-
-class LSTMPrior(Prior):
+class LSTMPrior(GaussianPrior):
     def __init__(self, config: PriorConfig):
         super().__init__(config)
         self.lstm = nn.LSTM(config.obs_dim, config.hidden[0], batch_first=True)
@@ -115,9 +122,6 @@ class LSTMPrior(Prior):
         """Gaussians for a batch of sequences ``obs [B, T, obs_dim]`` unrolled from a zero state."""
         features, _ = self.lstm(obs)
         return gaussian_head(self.head(features))
-
-    def kl(self, obs, policy_mean, policy_std, actions=None, mask=None, analytic: bool = True):
-        return gaussian_kl(policy_mean, policy_std, *self.distribution(obs)), {}
 
 
 class LatentPrior(Prior):
