@@ -80,6 +80,25 @@ def gaussian_log_prob(x, mean, std) -> torch.Tensor:
     return Normal(mean, std).log_prob(x).sum(-1)
 
 
+def ar1_prior(z_prev: torch.Tensor, ar_coef: float, first: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and std of p(z_t | z_{t-1}) for the AR(1) chain z_t = alpha z_{t-1} + sqrt(1 - alpha^2) eps (seed 000
+    eqs 7.5 and 8.2); at a sequence's first step, its stationary marginal N(0, I)."""
+    if first:
+        return torch.zeros_like(z_prev), torch.ones_like(z_prev)
+    return ar_coef * z_prev, torch.full_like(z_prev, math.sqrt(1.0 - ar_coef ** 2))
+
+
+def ar1_chain(steps: int, batch: int, latent_dim: int, ar_coef: float, generator=None) -> torch.Tensor:
+    """[batch, steps, latent_dim] samples of the AR(1) chain started from its marginal."""
+    z = torch.randn(batch, latent_dim, generator=generator)
+    chain = [z]
+    for _ in range(steps - 1):
+        mean, std = ar1_prior(z, ar_coef, first=False)
+        z = mean + std * torch.randn(batch, latent_dim, generator=generator)
+        chain.append(z)
+    return torch.stack(chain, dim=1)
+
+
 class Prior(nn.Module):
     """Base class: ``forward``-free modules with ``kl`` and a saved ``config``."""
 
@@ -154,8 +173,7 @@ class LatentPrior(Prior):
         for t in range(obs.shape[1]):
             f_mean, f_std = gaussian_head(self.inference(torch.cat([z_prev, windows[:, t]], dim=-1)))
             z = f_mean + f_std * torch.randn_like(f_mean)
-            prior_mean = c.ar_coef * z_prev if t > 0 else torch.zeros_like(z)
-            prior_std = torch.full_like(z, self.innovation_std if t > 0 else 1.0)  # AR(1) step, or its marginal
+            prior_mean, prior_std = ar1_prior(z_prev, c.ar_coef, first=t == 0)
             latent_term = gaussian_log_prob(z, f_mean, f_std) - gaussian_log_prob(z, prior_mean, prior_std)
             dec_mean, dec_std = self.decode(obs[:, t], z)
             if analytic:

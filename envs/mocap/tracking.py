@@ -69,10 +69,10 @@ REFERENCES = ("full", "time")
 
 def make(name: str, seed: int | None = None, action_repeat: int = 1, clip: str | list[str] | None = None,
          ref_path: str | Path = DEFAULT_OUTPUT, render_size: tuple[int, int] = (240, 320), reference: str = "full",
-         **unknown) -> DMEnv:
+         clip_start: bool = False, **unknown) -> DMEnv:
     if unknown:
         raise EnvError(f"{name}: unknown option(s) {', '.join(sorted(unknown))} "
-                       "(mocap tracking takes clip, ref_path, reference and render_size)")
+                       "(mocap tracking takes clip, ref_path, reference, clip_start and render_size)")
     if reference not in REFERENCES:
         raise EnvError(f"{name}: reference must be one of {', '.join(REFERENCES)}, not {reference!r}")
     family, _, named_clip = name.partition(":")
@@ -89,13 +89,14 @@ def make(name: str, seed: int | None = None, action_repeat: int = 1, clip: str |
         raise EnvError(f"unknown snippet(s) {', '.join(unknown_clips) or '(none given)'} in {ref_path}; "
                        f"snippets are {', '.join(available[:6])}, ... ({len(available)} in all)")
     return TrackingEnv(clips, ref_path=ref_path, seed=seed, action_repeat=action_repeat, render_size=render_size,
-                       reference=reference)
+                       reference=reference, clip_start=clip_start)
 
 
 def build_task(clips: list[str], ref_path: str | Path = DEFAULT_OUTPUT, playback: bool = False,
-               reference: str = "full"):
+               reference: str = "full", clip_start: bool = False):
     """dm_control's tracking task on ``clips``; ``playback`` sets the walker to the reference after every step;
-    ``reference="time"`` drops the reference features, keeping the time in the clip."""
+    ``reference="time"`` drops the reference features, keeping the time in the clip; ``clip_start`` starts every
+    episode at the snippet's first frame (rollouts and evaluations of whole snippets) instead of a random one."""
     with h5py.File(ref_path, "r") as f:   # end steps from the file, so clips load lazily, not all at start
         end_steps = tuple(int(f[c].attrs["num_steps"]) for c in clips)
     task_class = ReferencePlayback if playback else tracking.MultiClipMocapTracking
@@ -103,7 +104,7 @@ def build_task(clips: list[str], ref_path: str | Path = DEFAULT_OUTPUT, playback
         walker=cmu_humanoid.CMUHumanoidPositionControlledV2020, arena=floors.Floor(), ref_path=str(ref_path),
         dataset=types.ClipCollection(ids=tuple(clips), end_steps=end_steps), ref_steps=REF_STEPS,
         min_steps=MIN_STEPS, reward_type="comic", termination_error_threshold=TERMINATION_ERROR_THRESHOLD,
-        physics_timestep=PHYSICS_TIMESTEP, always_init_at_clip_start=False)
+        physics_timestep=PHYSICS_TIMESTEP, always_init_at_clip_start=clip_start)
     for key, obs in task.observables.items():
         if key in _BOOKKEEPING or (reference == "time" and "reference" in key):
             obs.enabled = False
@@ -132,11 +133,12 @@ class TrackingEnv(DMEnv):
 
     def __init__(self, clips: list[str], ref_path: str | Path = DEFAULT_OUTPUT, seed: int | None = None,
                  action_repeat: int = 1, render_size: tuple[int, int] = (240, 320), playback: bool = False,
-                 reference: str = "full"):
+                 reference: str = "full", clip_start: bool = False):
         self.clips = list(clips)
 
         def load(env_seed: int):
-            task = build_task(self.clips, ref_path, playback=playback, reference=reference)
+            task = build_task(self.clips, ref_path, playback=playback, reference=reference,
+                              clip_start=clip_start)
             return composer.Environment(task, random_state=env_seed, strip_singleton_obs_buffer_dim=True)
 
         super().__init__(load, seed=seed, action_repeat=action_repeat, render_size=render_size,

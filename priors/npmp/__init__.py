@@ -1,0 +1,53 @@
+"""Neural probabilistic motor primitives (seed 000 Ch 8): the model (``model.py``), the pipeline that builds it from
+motion capture -- tracking experts (``experts.py``), noisy-rollout and LFPC data (``data.py``), distillation
+(``distill.py``), one-shot imitation and the latent-optimisation diagnostic (``evaluate.py``) -- and the saved
+primitives that ``--agent npmp`` reuses as a frozen low-level controller. ``python -m priors.npmp --help`` runs the
+pipeline; docs/npmp.md describes it.
+
+Saved primitives are a module directory (priors/io.py: weights.safetensors + meta.json with the config, the
+observation groups the decoder reads, the clips, training steps, beta and evaluation numbers).
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import torch
+
+from priors.io import ModuleFileError, load_module, save_module
+from priors.npmp.model import NPMP, NPMPConfig
+
+__all__ = ["NPMP", "NPMPConfig", "save_primitives", "load_primitives", "DEFAULT_PRIMITIVES", "ModuleFileError"]
+
+FORMAT = "probctl-npmp-primitives"
+# the primitives shipped in the repo (trained by `python -m priors.npmp all`; docs/npmp.md)
+DEFAULT_PRIMITIVES = Path(__file__).resolve().parents[2] / "data" / "primitives" / "npmp"
+
+
+def save_primitives(model: NPMP, directory: Path, obs_groups: dict[str, int], **meta) -> Path:
+    """Save ``model`` with the observation groups (name -> size, in order) that make up its state input."""
+    if sum(obs_groups.values()) != model.config.state_dim:
+        raise ValueError(f"obs_groups {obs_groups} do not add up to state_dim {model.config.state_dim}")
+    return save_module(directory, model.state_dict(), FORMAT,
+                       {"config": dataclasses.asdict(model.config), "obs_groups": obs_groups, **meta})
+
+
+def load_primitives(path: Path | str = DEFAULT_PRIMITIVES, device: torch.device | str = "cpu") -> tuple[NPMP, dict]:
+    """(model, meta) from a primitives directory; one-line ``ModuleFileError`` on a missing, corrupt or foreign
+    file, or one whose weights do not match its config."""
+    directory = Path(path)
+    if not directory.is_dir():
+        raise ModuleFileError(f"no NPMP primitives at {directory} (a directory with meta.json and "
+                              "weights.safetensors, written by `python -m priors.npmp distill`)")
+    meta, tensors = load_module(directory, FORMAT, device)
+    try:
+        model = NPMP(NPMPConfig.from_dict(meta["config"]))
+        model.load_state_dict(tensors, strict=True)
+        obs_groups = {str(g): int(n) for g, n in meta["obs_groups"].items()}
+        if sum(obs_groups.values()) != model.config.state_dim:
+            raise ValueError("obs_groups do not add up to state_dim")
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError) as e:
+        raise ModuleFileError(f"{directory}: saved primitives do not match their config "
+                              f"({str(e).splitlines()[0]})") from None
+    model.requires_grad_(False)
+    return model.to(device).eval(), {**meta, "obs_groups": obs_groups}

@@ -1,0 +1,131 @@
+"""The NPMP model: encoder, AR(1) latent prior and decoder, trained by the beta-ELBO (seed 000 §8.1, §8.5.4).
+
+Seed 000_02c29175254ceb0c.txt, Ch 8 (transcribed in ../shared/research/seed000.md §8):
+- generative model (eq 8.1): p(a_{1:T}, z_{1:T} | s_{1:T}) = prod_t p_z(z_t | z_{t-1}) pi(a_t | z_t, s_t);
+- AR(1) prior (eq 8.2): z_t = alpha z_{t-1} + sqrt(1 - alpha^2) eps, alpha = 0.95 (``priors.models.ar1_prior``,
+  shared with the Ch 7 latent prior); the first step of a sequence has the chain's marginal N(0, I) as its prior and
+  a zero z_{t-1} as the encoder's input (the thesis does not say how sequences start);
+- encoder q(z_t | z_{t-1}, x_t), x_t = [s_t, ..., s_{t+K}], K = 5; it sees future *states only*, never actions, so a
+  state trajectory alone can be encoded (one-shot imitation);
+- decoder pi(a_t | s_t, z_t): Gaussian with a fixed std of 0.1 on actions normalised to [-1, 1] (no squashing: the
+  experts' mean actions are the targets, and reuse clips the decoder's mean to the action bounds);
+- beta-ELBO (eq 8.3): E_q[sum_t log pi(a_t | s_t, z_t) + beta (log p_z(z_t | z_{t-1}) - log q(z_t | z_{t-1}, x_t))],
+  one reparameterised sample of z per step (Adam, lr 1e-4 in the thesis); ``elbo_terms`` returns the two per-step
+  terms so the loss can be checked against hand-computed values.
+- sizes (§8.5.4): encoder 2 x 1024, decoder 3 x 1024, latent 60, beta = 0.1 ("medium"; 0.001 is "very weakly
+  regularised"). The activation is not stated; ReLU (as everywhere else in this repo).
+
+LFPC (eq 8.9) trains the same objective on perturbed states with linear-feedback action targets: the caller passes
+s + delta_s and a + J delta_s (priors/npmp/data.py builds them), so this module needs no special case.
+
+"States" here are the walker's proprioceptive observations (the ``proprio`` group): the thesis's s_t is the body
+state; the policies in this repo act on observations, and proprioception is what any later task also provides.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch import nn
+
+from inference.layers.mlp import mlp
+from priors.models import ar1_prior, gaussian_head, gaussian_log_prob
+
+
+@dataclasses.dataclass(frozen=True)
+class NPMPConfig:
+    state_dim: int
+    action_dim: int
+    latent_dim: int = 60
+    encoder_hidden: tuple[int, ...] = (1024, 1024)
+    decoder_hidden: tuple[int, ...] = (1024, 1024, 1024)
+    decoder_std: float = 0.1
+    ar_coef: float = 0.95
+    beta: float = 0.1
+    lookahead: int = 5
+
+    def validate(self) -> None:
+        if min(self.state_dim, self.action_dim, self.latent_dim) < 1:
+            raise ValueError("state_dim, action_dim and latent_dim must be positive")
+        if not (self.encoder_hidden and self.decoder_hidden and min(self.encoder_hidden + self.decoder_hidden) >= 1):
+            raise ValueError("encoder_hidden and decoder_hidden must list positive layer widths")
+        if not 0.0 <= self.ar_coef < 1.0:
+            raise ValueError(f"ar_coef must be in [0, 1), got {self.ar_coef}")
+        if self.decoder_std <= 0 or self.beta < 0 or self.lookahead < 0:
+            raise ValueError("decoder_std must be > 0, beta >= 0 and lookahead >= 0")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "NPMPConfig":
+        d = dict(d)
+        for key in ("encoder_hidden", "decoder_hidden"):
+            d[key] = tuple(d[key])
+        return cls(**d)
+
+
+class NPMP(nn.Module):
+    def __init__(self, config: NPMPConfig):
+        super().__init__()
+        config.validate()
+        self.config = c = config
+        self.encoder = mlp(c.latent_dim + (c.lookahead + 1) * c.state_dim, c.encoder_hidden, 2 * c.latent_dim)
+        self.decoder = mlp(c.state_dim + c.latent_dim, c.decoder_hidden, c.action_dim)
+
+    # -- the two networks ------------------------------------------------------------------------------------
+    def decode(self, state: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """pi(a | s, z): mean and the fixed std (the low-level controller when the decoder is reused)."""
+        mean = self.decoder(torch.cat([state, z], dim=-1))
+        return mean, torch.full_like(mean, self.config.decoder_std)
+
+    def encode_step(self, z_prev: torch.Tensor, window: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """q(z_t | z_{t-1}, x_t): mean and std, ``window`` = x_t flattened."""
+        return gaussian_head(self.encoder(torch.cat([z_prev, window], dim=-1)))
+
+    def windows(self, states: torch.Tensor) -> torch.Tensor:
+        """x_t = [s_t, ..., s_{t+K}] for t < T - K, from ``states [B, T, S]``: [B, T - K, (K + 1) S]."""
+        K, T = self.config.lookahead, states.shape[1]
+        if T <= K:
+            raise ValueError(f"need more than lookahead = {K} states to form one window, got {T}")
+        return torch.cat([states[:, j:T - K + j] for j in range(K + 1)], dim=-1)
+
+    # -- inference ---------------------------------------------------------------------------------------------
+    def encode(self, states: torch.Tensor, sample: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """Latents z_{1:T-K} [B, T-K, L] for ``states [B, T, S]`` and the per-step KL term log q - log p_z
+        [B, T-K] at those latents. ``sample=False`` takes q's mean at every step (one-shot imitation)."""
+        x = self.windows(states)
+        z_prev = states.new_zeros(states.shape[0], self.config.latent_dim)
+        latents, kl_terms = [], []
+        for t in range(x.shape[1]):
+            q_mean, q_std = self.encode_step(z_prev, x[:, t])
+            z = q_mean + q_std * torch.randn_like(q_mean) if sample else q_mean
+            p_mean, p_std = ar1_prior(z_prev, self.config.ar_coef, first=t == 0)
+            kl_terms.append(gaussian_log_prob(z, q_mean, q_std) - gaussian_log_prob(z, p_mean, p_std))
+            latents.append(z)
+            z_prev = z
+        return torch.stack(latents, dim=1), torch.stack(kl_terms, dim=1)
+
+    def elbo_terms(self, states: torch.Tensor, actions: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Per-step log pi(a_t | s_t, z_t) and log q(z_t|.) - log p_z(z_t|z_{t-1}) [B, T-K], one sample of z, and
+        the decoder's means [B, T-K, A].
+
+        ``states [B, T, S]``, ``actions [B, T-K, A]``: the last K states only feed the encoder's look-ahead."""
+        z, kl_terms = self.encode(states, sample=True)
+        T = z.shape[1]
+        if actions.shape[1] != T:
+            raise ValueError(f"{states.shape[1]} states give {T} steps with a full look-ahead; got "
+                             f"{actions.shape[1]} actions")
+        mean, std = self.decode(states[:, :T], z)
+        return gaussian_log_prob(actions, mean, std), kl_terms, mean
+
+    def loss(self, states: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None
+             ) -> tuple[torch.Tensor, dict[str, float]]:
+        """The negative beta-ELBO (eq 8.3) per valid step (``mask [B, T-K]``: 1 where the step is real data)."""
+        log_lik, kl_terms, mean = self.elbo_terms(states, actions)
+        mask = torch.ones_like(log_lik) if mask is None else mask
+        steps = mask.sum().clamp_min(1.0)
+        log_lik_mean = (log_lik * mask).sum() / steps
+        kl_mean = (kl_terms * mask).sum() / steps
+        loss = -(log_lik_mean - self.config.beta * kl_mean)
+        mse = (((mean.detach() - actions) ** 2).mean(-1) * mask).sum() / steps
+        return loss, {"loss/npmp": loss.item(), "npmp/log_likelihood": log_lik_mean.item(),
+                      "npmp/kl": kl_mean.item(), "npmp/action_mse": mse.item()}
