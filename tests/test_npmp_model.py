@@ -1,0 +1,123 @@
+"""The NPMP model (priors/npmp/model.py): AR(1) prior, look-ahead windows, the beta-ELBO against hand-computed
+values, the latent-optimisation diagnostic, and saved primitives."""
+import json
+import math
+
+import pytest
+import torch
+
+from priors.io import ModuleFileError
+from priors.models import ar1_chain
+from priors.npmp import NPMP, NPMPConfig, load_primitives, save_primitives
+from priors.npmp.evaluate import optimise_latents
+
+
+def tiny(**kw) -> NPMP:
+    return NPMP(NPMPConfig(state_dim=3, action_dim=2, latent_dim=2, encoder_hidden=(5,), decoder_hidden=(6,),
+                           lookahead=1, **kw))
+
+
+def test_ar1_chain_marginal_is_standard_normal_at_every_step():
+    g = torch.Generator().manual_seed(0)
+    chain = ar1_chain(steps=60, batch=20000, latent_dim=2, ar_coef=0.95, generator=g)
+    for t in (0, 10, 59):
+        assert chain[:, t].mean(0).abs().max() < 0.03
+        assert (chain[:, t].var(0) - 1).abs().max() < 0.05
+    lag1 = (chain[:, 30] * chain[:, 31]).mean(0)
+    assert torch.allclose(lag1, torch.full((2,), 0.95), atol=0.03)
+
+
+def test_windows_stack_the_lookahead_states():
+    model = NPMP(NPMPConfig(state_dim=2, action_dim=1, latent_dim=1, encoder_hidden=(3,), decoder_hidden=(3,),
+                            lookahead=2))
+    states = torch.arange(10.0).reshape(1, 5, 2)  # s_t = [2t, 2t+1]
+    x = model.windows(states)
+    assert x.shape == (1, 3, 6)
+    assert x[0, 1].tolist() == [2, 3, 4, 5, 6, 7]  # x_1 = [s_1, s_2, s_3]
+    with pytest.raises(ValueError, match="lookahead"):
+        model.windows(states[:, :2])
+
+
+def normal_log_prob(x, mean, std):
+    return (-0.5 * ((x - mean) / std) ** 2 - torch.log(std) - 0.5 * math.log(2 * math.pi)).sum(-1)
+
+
+def test_beta_elbo_terms_match_hand_computed_values():
+    torch.manual_seed(0)
+    model = tiny(beta=0.3, ar_coef=0.8)
+    states = torch.randn(2, 4, 3)   # T = 4 states, K = 1 -> 3 steps
+    actions = torch.rand(2, 3, 2) * 2 - 1
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    torch.manual_seed(123)
+    loss, scalars = model.loss(states, actions, mask)
+
+    # by hand, replaying the same noise: one randn per step for the reparameterised z
+    torch.manual_seed(123)
+    z_prev = torch.zeros(2, 2)
+    log_lik, kl = [], []
+    for t in range(3):
+        x_t = torch.cat([states[:, t], states[:, t + 1]], -1)
+        raw = model.encoder(torch.cat([z_prev, x_t], -1))
+        q_mean, q_log_std = raw[:, :2], raw[:, 2:]
+        soft_upper = 2.0 - torch.nn.functional.softplus(2.0 - q_log_std)   # bounded_log_std's soft clamp
+        q_std = (-5.0 + torch.nn.functional.softplus(soft_upper + 5.0)).exp()
+        z = q_mean + q_std * torch.randn(2, 2)
+        p_mean = 0.8 * z_prev if t else torch.zeros(2, 2)
+        p_std = torch.full((2, 2), math.sqrt(1 - 0.8 ** 2) if t else 1.0)
+        kl.append(normal_log_prob(z, q_mean, q_std) - normal_log_prob(z, p_mean, p_std))
+        a_mean = model.decoder(torch.cat([states[:, t], z], -1))
+        log_lik.append(normal_log_prob(actions[:, t], a_mean, torch.full_like(a_mean, 0.1)))
+        z_prev = z
+    log_lik, kl = torch.stack(log_lik, 1), torch.stack(kl, 1)
+    expected = -((log_lik * mask).sum() - 0.3 * (kl * mask).sum()) / mask.sum()
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    assert scalars["npmp/kl"] == pytest.approx(((kl * mask).sum() / 5).item(), rel=1e-5)
+    # the decoder's fixed std: log-likelihood of an exact action is -A (log 0.1 + log sqrt(2 pi))
+    assert normal_log_prob(torch.zeros(2), torch.zeros(2), torch.full((2,), 0.1)).item() == pytest.approx(
+        -2 * (math.log(0.1) + 0.5 * math.log(2 * math.pi)))
+
+
+def test_gradients_reach_encoder_and_decoder_and_beta_zero_is_pure_likelihood():
+    torch.manual_seed(1)
+    model = tiny(beta=0.0)
+    states, actions = torch.randn(3, 5, 3), torch.rand(3, 4, 2) * 2 - 1
+    loss, scalars = model.loss(states, actions)
+    assert loss.item() == pytest.approx(-scalars["npmp/log_likelihood"], rel=1e-6)
+    loss.backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+
+
+def test_latent_optimisation_reduces_the_action_error():
+    torch.manual_seed(2)
+    model = tiny()
+    states, actions = torch.randn(8, 3), torch.rand(8, 2) * 2 - 1
+    _, before, after = optimise_latents(model, states, actions, torch.zeros(8, 2), iterations=200)
+    assert after < before
+
+
+def test_primitives_roundtrip_bit_for_bit_and_bad_files_fail_clearly(tmp_path):
+    torch.manual_seed(3)
+    model = tiny()
+    path = save_primitives(model, tmp_path / "prim", {"proprio": 3}, clips=["a"], steps=7)
+    loaded, meta = load_primitives(path)
+    assert meta["clips"] == ["a"] and meta["steps"] == 7 and meta["obs_groups"] == {"proprio": 3}
+    for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+        assert torch.equal(a, b), name
+    assert not any(p.requires_grad for p in loaded.parameters())
+    with pytest.raises(ValueError, match="state_dim"):
+        save_primitives(model, tmp_path / "bad", {"proprio": 4})
+    with pytest.raises(ModuleFileError, match="no NPMP primitives"):
+        load_primitives(tmp_path / "missing")
+    weights = path / "weights.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-10])
+    with pytest.raises(ModuleFileError, match="corrupt"):
+        load_primitives(path)
+    path = save_primitives(model, tmp_path / "prim", {"proprio": 3})
+    meta_file = path / "meta.json"
+    record = json.loads(meta_file.read_text())
+    meta_file.write_text(json.dumps({**record, "format": "probctl-prior"}))
+    with pytest.raises(ModuleFileError, match="not a probctl-npmp-primitives"):
+        load_primitives(path)
+    meta_file.write_text(json.dumps({**record, "config": {**record["config"], "latent_dim": 5}}))
+    with pytest.raises(ModuleFileError, match="do not match"):
+        load_primitives(path)
