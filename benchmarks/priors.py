@@ -34,7 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.runs import plot_curve_panels, steps_to_threshold, train_and_read  # noqa: E402
+from benchmarks.runs import plot_curve_panels, run_jobs, steps_to_threshold, train_and_read, write_json  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "priors.json"
 FIGURE = ROOT / "docs" / "priors_curves.png"
@@ -89,21 +89,6 @@ def _job(args):
     record = train_run(env, seed, steps, overrides, Path(logdir))
     print(f"done  {key}: eval {record['eval_return']:.1f} in {record['wall_s']:.0f} s", flush=True)
     return key, record
-
-
-def _run_all(jobs: list[tuple], workers: int, runs: dict, results_path: Path, header: dict) -> None:
-    todo = [j for j in jobs if j[0] not in runs]
-    if not todo:
-        return
-    with mp.get_context("spawn").Pool(workers, maxtasksperchild=1) as pool:
-        for key, record in pool.imap_unordered(_job, todo):
-            runs[key] = record
-            _write(results_path, {**header, "runs": runs})
-
-
-def _write(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1))
 
 
 def summarise(spec: dict, runs: dict, seeds: list[int], steps: int) -> dict:
@@ -214,8 +199,8 @@ def main(argv=None) -> int:
     independent = [j for j in compared if "source" not in j[0].split("|")[2]]
     dependent = [j for j in compared if j not in independent]
     if not args.report:  # sources first (the dependent runs load them), then everything else
-        _run_all(sources + independent, args.workers, runs, args.output, header)
-        _run_all(dependent, args.workers, runs, args.output, header)
+        run_jobs(_job, sources + independent, args.workers, runs, args.output, header)
+        run_jobs(_job, dependent, args.workers, runs, args.output, header)
     else:
         header = {k: previous.get(k, v) for k, v in header.items()}
 
@@ -223,7 +208,7 @@ def main(argv=None) -> int:
                      "final_train_return": float(np.mean([v for _, v in r["curve"][-WINDOW:]])) if r["curve"] else None}
                for key, r in runs.items() if key.startswith("source|")}
     result = {**header, "summary": summarise(spec, runs, args.seeds, args.steps), "sources": sources, "runs": runs}
-    _write(args.output, result)
+    write_json(args.output, result)
     plot(spec, runs, args.seeds, args.steps)
     write_docs(result)
     print(json.dumps(result["summary"], indent=1))

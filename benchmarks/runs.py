@@ -1,6 +1,8 @@
 """Training runs for the benchmarks: ``train.py``'s own Trainer, with the learning curve read back from TensorBoard."""
 from __future__ import annotations
 
+import json
+import multiprocessing as mp
 import time
 from pathlib import Path
 
@@ -81,3 +83,21 @@ def plot_curve_panels(panels: dict[str, dict[str, list[dict]]], steps: int, path
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1))
+
+
+def run_jobs(job, jobs: list[tuple], workers: int, runs: dict, results_path: Path, header: dict) -> None:
+    """``job(args) -> (key, record)`` for each of ``jobs`` (``args[0]`` is the key) not yet in ``runs``, in
+    ``workers`` fresh processes; ``results_path`` is rewritten after every finished run, so a long benchmark can be
+    interrupted and rerun without losing finished runs."""
+    todo = [j for j in jobs if j[0] not in runs]
+    if not todo:
+        return
+    with mp.get_context("spawn").Pool(workers, maxtasksperchild=1) as pool:
+        for key, record in pool.imap_unordered(job, todo):
+            runs[key] = record
+            write_json(results_path, {**header, "runs": runs})

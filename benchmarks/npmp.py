@@ -1,0 +1,125 @@
+"""NPMP reuse (seed 000 §8.4, Fig 8.6a): a high-level svg0 policy over frozen primitives against svg0 from scratch.
+
+Conditions, all on ``humanoid`` (the CMU humanoid, a target that moves after the walker has stayed near it; sparse
+reward 1 per step within 1 m), ≥ 3 seeds each, identical svg0 settings (``COMMON``):
+- ``svg0 scratch``: svg0 acting on the 56 actuators directly;
+- ``npmp beta=0.1``: ``--agent npmp`` on the shipped primitives (data/primitives/npmp, beta = 0.1);
+- ``npmp beta=0.001``: ``--agent npmp`` on primitives distilled from the same data with beta = 0.001 (the thesis's
+  "very weakly regularised" module; made by ``python -m priors.npmp distill --beta 0.001``, path ``--weak``).
+The thesis: reuse learns an order of magnitude faster than scratch, and the beta = 0.1 module trains faster and
+falls less than beta = 0.001 (median over 10 seeds). Reported per condition: steps for the mean of the last
+``WINDOW`` training returns to reach ``THRESHOLD``, final training return, evaluation return, fraction of episodes
+ending in a fall (``train/fell``) and the last latent statistics.
+
+The pipeline's own numbers (experts' relative returns, one-shot imitation on training and held-out clips, the
+latent-optimisation diagnostic) come from ``python -m priors.npmp evaluate`` (its report JSON, ``--pipeline-report``)
+and are copied into the same results file, so benchmarks/results/npmp.json holds every NPMP number.
+
+    python benchmarks/npmp.py                                   # 3 seeds x 3 conditions, 2 worker processes
+    python benchmarks/npmp.py --steps 2000 --seeds 0 --conditions scratch   # a quick look
+    python benchmarks/npmp.py --report                          # rebuild the summary from finished runs
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import platform
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.runs import run_jobs, steps_to_threshold, train_and_read, write_json  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "npmp.json"
+ENV = "humanoid"
+WINDOW = 10
+THRESHOLD = 10.0  # steps spent within 1 m of the target in one episode
+# Budget-driven svg0 settings shared by every condition (the thesis gives no HL-policy setup).
+COMMON = {"hidden": "128,128", "update_every": "4", "learning_starts": "1000"}
+TAGS = ("train/fell", "latent/abs_mean", "latent/std")
+
+
+def conditions(weak_primitives: Path) -> dict[str, tuple[str, dict]]:
+    return {"scratch": ("svg0", {}),
+            "npmp_beta_0.1": ("npmp", {}),
+            "npmp_beta_0.001": ("npmp", {"primitives": str(weak_primitives)})}
+
+
+def _job(args):
+    key, agent, seed, steps, overrides, logdir = args
+    print(f"start {key}", flush=True)
+    record = train_and_read(ENV, agent, seed, steps, {**COMMON, **overrides}, Path(logdir), tags=TAGS)
+    print(f"done  {key}: eval {record['eval_return']:.1f} in {record['wall_s']:.0f} s", flush=True)
+    return key, record
+
+
+def summarise(runs: dict, names: list[str], seeds: list[int], steps: int) -> dict:
+    out = {}
+    for name in names:
+        records = [runs[k] for k in (f"{name}|seed={s}|steps={steps}" for s in seeds) if k in runs]
+        if not records:
+            continue
+        reached = [steps_to_threshold(r["curve"], THRESHOLD, WINDOW) for r in records]
+        final = [float(np.mean([v for _, v in r["curve"][-WINDOW:]])) if r["curve"] else float("nan")
+                 for r in records]
+        falls = [r["last"].get("train/fell") for r in records]
+        out[name] = {"seeds": len(records), "threshold": THRESHOLD, "steps_to_threshold": reached,
+                     "reached_threshold": sum(r is not None for r in reached),
+                     "final_train_return_mean": float(np.mean(final)), "final_train_return_std": float(np.std(final)),
+                     "eval_return_mean": float(np.mean([r["eval_return"] for r in records])),
+                     "eval_return_std": float(np.std([r["eval_return"] for r in records])),
+                     "episodes_mean": float(np.mean([r["episodes"] for r in records])),
+                     "last_fell_fraction": [None if f is None else round(f, 4) for f in falls],
+                     "wall_s_mean": float(np.mean([r["wall_s"] for r in records]))}
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=10_000, help="environment steps per run")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--conditions", nargs="+", default=["scratch", "npmp_beta_0.1", "npmp_beta_0.001"])
+    p.add_argument("--weak", type=Path, default=ROOT / "runs" / "npmp" / "primitives-beta0.001",
+                   help="primitives distilled with beta = 0.001")
+    p.add_argument("--pipeline-report", type=Path, default=ROOT / "runs" / "npmp" / "report.json",
+                   help="the report of `python -m priors.npmp evaluate` (experts, one-shot imitation)")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--workdir", type=Path, default=ROOT / "runs" / "npmp_benchmark")
+    p.add_argument("--output", type=Path, default=RESULTS)
+    p.add_argument("--report", action="store_true", help="only rebuild the summary from finished runs")
+    args = p.parse_args(argv)
+
+    specs = conditions(args.weak)
+    unknown = [c for c in args.conditions if c not in specs]
+    if unknown:
+        p.error(f"unknown condition(s) {unknown}; choose from {list(specs)}")
+    if "npmp_beta_0.001" in args.conditions and not (args.weak / "meta.json").is_file() and not args.report:
+        p.error(f"no beta = 0.001 primitives at {args.weak} (python -m priors.npmp distill --beta 0.001 --out ...)")
+    header = {"command": "python benchmarks/npmp.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "env": ENV, "steps": args.steps, "seeds": args.seeds, "common_settings": COMMON, "window": WINDOW,
+              "threshold": THRESHOLD,
+              "machine": f"{platform.processor() or platform.machine()}, {mp.cpu_count()} cores, "
+                         f"{args.workers} worker processes, one torch thread each"}
+    previous = json.loads(args.output.read_text()) if args.output.exists() else {}
+    runs = previous.get("runs", {}) if previous.get("steps") == args.steps else {}
+    jobs = [(f"{name}|seed={seed}|steps={args.steps}", *specs[name][:1], seed, args.steps, specs[name][1],
+             str(args.workdir / f"{name}-seed{seed}-steps{args.steps}"))
+            for name in args.conditions for seed in args.seeds]
+    if not args.report:
+        run_jobs(_job, jobs, args.workers, runs, args.output, header)
+    pipeline = json.loads(args.pipeline_report.read_text()) if args.pipeline_report.is_file() else \
+        previous.get("pipeline")
+    result = {**header, "pipeline": pipeline,
+              "reuse": summarise(runs, list(specs), args.seeds, args.steps), "runs": runs}
+    write_json(args.output, result)
+    print(json.dumps(result["reuse"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
