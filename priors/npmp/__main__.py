@@ -1,0 +1,200 @@
+"""The NPMP pipeline from the command line (seed 000 Ch 8; docs/npmp.md).
+
+    python -m priors.npmp experts --steps 20000                 # tracking experts, one svg0 run per snippet, on Ray
+    python -m priors.npmp report-experts --out runs/npmp/experts.json
+    python -m priors.npmp collect                               # noisy rollouts + LFPC data -> runs/npmp/data.h5
+    python -m priors.npmp distill --out data/primitives/npmp    # BC (or --scheme lfpc), beta 0.1
+    python -m priors.npmp evaluate --primitives data/primitives/npmp --out runs/npmp/report.json
+    python -m priors.npmp all --steps 20000                     # the four stages above, resumable
+
+Every stage takes ``--address`` (a Ray cluster; default: a local one) where it fans out over snippets.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from priors.io import ModuleFileError
+
+ROOT = Path(__file__).resolve().parents[2]
+# Snippets (data/mocap/cmu_snippets.h5) with an expert: walks, runs, and the jump-and-turn clip 01_01 (turning);
+# the held-out ones get experts too (one-shot imitation is scored relative to them) but are never distilled.
+TRAIN_SNIPPETS = ("07_01-0", "08_02-0", "02_01-0", "09_01-0", "16_35-0", "02_03-0", "01_01-1", "01_01-2")
+HELD_OUT_SNIPPETS = ("07_02-0", "09_02-0")
+RUNS = ROOT / "runs"
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--experts-root", type=Path, default=RUNS / "experts", help="one expert run directory per snippet")
+    p.add_argument("--snippets", nargs="+", default=list(TRAIN_SNIPPETS), help="snippets distilled into the NPMP")
+    p.add_argument("--held-out", nargs="+", default=list(HELD_OUT_SNIPPETS),
+                   help="snippets with experts that are never distilled (one-shot imitation on unseen clips)")
+    p.add_argument("--data", type=Path, default=RUNS / "npmp" / "data.h5")
+    p.add_argument("--address", default=None, help="Ray cluster address (default: start a local one)")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray cluster (default: all)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _collect_args(p):
+    p.add_argument("--trajectories", type=int, default=20,
+                   help="noisy rollouts per expert (thesis: 100)")
+    p.add_argument("--action-noise", type=float, default=0.1, help="std of the rollouts' action noise")
+    p.add_argument("--perturbation-trajectories", type=int, default=3,
+                   help="noisy rollouts per expert used to estimate the LFPC perturbation distribution")
+
+
+def _distill_args(p):
+    p.add_argument("--out", type=Path, default=ROOT / "data" / "primitives" / "npmp")
+    p.add_argument("--scheme", choices=("bc", "lfpc"), default="bc")
+    p.add_argument("--beta", type=float, default=0.1)
+    p.add_argument("--distill-steps", type=int, default=2000)
+    p.add_argument("--batch", type=int, default=64, help="BC subsequences per update (thesis: 512)")
+    p.add_argument("--latent-dim", type=int, default=60)
+    p.add_argument("--encoder-hidden", default="1024,1024")
+    p.add_argument("--decoder-hidden", default="1024,1024,1024")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    from priors.npmp import experts
+
+    p = argparse.ArgumentParser(prog="python -m priors.npmp", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    experts.add_experts_parser(sub)
+    c = sub.add_parser("collect", help="noisy expert rollouts (BC) and nominal trajectories with Jacobians (LFPC)")
+    _common(c), _collect_args(c)
+    d = sub.add_parser("distill", help="train NPMP primitives on collected data")
+    _common(d), _distill_args(d)
+    e = sub.add_parser("evaluate", help="one-shot imitation and latent optimisation on training and held-out clips")
+    _common(e)
+    e.add_argument("--primitives", type=Path, default=ROOT / "data" / "primitives" / "npmp")
+    e.add_argument("--out", type=Path, default=RUNS / "npmp" / "report.json")
+    e.add_argument("--latent-iterations", type=int, default=300)
+    e.add_argument("--no-write-meta", action="store_true",
+                   help="do not copy the evaluation numbers into the primitives' meta.json")
+    a = sub.add_parser("all", help="experts, collect, distill and evaluate in turn (each stage resumes or skips)")
+    _common(a), _collect_args(a), _distill_args(a)
+    a.add_argument("--steps", type=int, default=20_000, help="environment steps per expert")
+    a.add_argument("--report", type=Path, default=RUNS / "npmp" / "report.json")
+    return p.parse_args(argv)
+
+
+def _check_experts(args, snippets) -> list[Path]:
+    dirs = [args.experts_root / s for s in snippets]
+    missing = [str(d) for d in dirs if not (d / "config.json").is_file()]
+    if missing:
+        raise ModuleFileError(f"no expert run in {', '.join(missing)} (train them with `python -m priors.npmp "
+                              "experts`)")
+    return dirs
+
+
+def collect(args) -> Path:
+    from priors.npmp import data
+    from priors.npmp.experts import on_ray
+
+    dirs = _check_experts(args, [*args.snippets, *args.held_out])
+    results = on_ray(lambda d: data.collect_expert(d, trajectories=args.trajectories,
+                                                   action_noise_std=args.action_noise,
+                                                   perturbation_trajectories=args.perturbation_trajectories,
+                                                   seed=args.seed),
+                     dirs, address=args.address, num_cpus=args.num_cpus)
+    return data.write_dataset(args.data, results, meta={"trajectories": args.trajectories,
+                                                        "action_noise_std": args.action_noise})
+
+
+def distill(args) -> Path:
+    from priors.npmp import NPMPConfig
+    from priors.npmp.data import NPMPDataset
+    from priors.npmp.distill import DistillConfig, distill as run
+
+    if not args.data.is_file():
+        raise ModuleFileError(f"no NPMP data at {args.data} (run `python -m priors.npmp collect`)")
+    dataset = NPMPDataset(args.data, snippets=args.snippets)
+    model_config = NPMPConfig(state_dim=dataset.state_dim, action_dim=dataset.action_dim, latent_dim=args.latent_dim,
+                              encoder_hidden=_widths(args.encoder_hidden), decoder_hidden=_widths(args.decoder_hidden),
+                              beta=args.beta)
+    config = DistillConfig(scheme=args.scheme, steps=args.distill_steps, batch=args.batch, seed=args.seed)
+    run(dataset, args.out, model_config, config, {"proprio": dataset.state_dim}, device=args.device,
+        meta={"held_out": list(args.held_out), "data": str(args.data)})
+    print(f"primitives written to {args.out}")
+    return args.out
+
+
+def _widths(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(w) for w in str(text).split(","))
+    except ValueError:
+        raise ModuleFileError(f"layer widths must be comma-separated integers, got {text!r}") from None
+
+
+def evaluate(args) -> dict:
+    import torch
+
+    from priors.npmp import load_primitives, save_primitives
+    from priors.npmp.data import Expert, expert_rollout
+    from priors.npmp.evaluate import evaluate_clip, summarise
+
+    torch.set_num_threads(1)
+    model, meta = load_primitives(args.primitives, args.device)
+    report = {"primitives": str(args.primitives), "beta": model.config.beta, "distill_steps": meta.get("steps"),
+              "scheme": (meta.get("distill") or {}).get("scheme")}
+    for split, snippets in (("train", args.snippets), ("held_out", args.held_out)):
+        results = []
+        for directory in _check_experts(args, snippets):
+            expert = Expert(directory)
+            trajectory = expert_rollout(expert, seed=args.seed)
+            result = evaluate_clip(model, trajectory, directory.name, args.latent_iterations, args.seed)
+            print(f"{split} {directory.name}: " + ", ".join(f"{k} {v:.3g}" for k, v in result.items()
+                                                           if isinstance(v, float)), flush=True)
+            results.append(result)
+        report[split] = {"clips": results, "summary": summarise(results)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1))
+    if not args.no_write_meta:
+        evaluation = {split: report[split]["summary"] for split in ("train", "held_out")}
+        save_primitives(model, args.primitives, meta["obs_groups"],
+                        **{k: v for k, v in meta.items() if k not in ("format", "version", "sha256", "config",
+                                                                      "obs_groups", "evaluation")},
+                        evaluation=evaluation)
+    print(json.dumps({s: report[s]["summary"] for s in ("train", "held_out")}, indent=1))
+    return report
+
+
+def main(argv=None) -> int:
+    from agents.config import ConfigError
+    from envs import EnvError
+
+    args = parse_args(argv)
+    try:
+        if args.command in ("experts", "report-experts"):
+            from priors.npmp.experts import run_experts
+
+            return run_experts(args)
+        if args.command == "collect":
+            collect(args)
+        elif args.command == "distill":
+            distill(args)
+        elif args.command == "evaluate":
+            evaluate(args)
+        elif args.command == "all":
+            from priors.npmp.experts import train_experts
+
+            train_experts([*args.snippets, *args.held_out], args.experts_root, args.steps, address=args.address,
+                          num_cpus=args.num_cpus, seed=args.seed)
+            if not args.data.is_file():
+                collect(args)
+            if not (args.out / "meta.json").is_file():
+                distill(args)
+            args.primitives, args.out, args.latent_iterations, args.no_write_meta = args.out, args.report, 300, False
+            evaluate(args)
+    except (ModuleFileError, ConfigError, EnvError, FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
