@@ -12,8 +12,9 @@ def _registry() -> dict[str, type]:
     from agents.sql import SQLAgent
     from agents.dqn import DQNAgent
     from agents.svg0 import SVG0Agent
+    from agents.npmp import NPMPAgent
 
-    return {"sql": SQLAgent, "svg0": SVG0Agent, "dqn": DQNAgent}
+    return {"sql": SQLAgent, "svg0": SVG0Agent, "dqn": DQNAgent, "npmp": NPMPAgent}
 
 
 def names() -> list[str]:

@@ -226,6 +226,10 @@ class Trainer:
                 writer.add_scalar("train/episode_length", episode_length, self.env_steps)
                 if "task" in info:  # multitask environments name the episode's task
                     writer.add_scalar(f"train/episode_return/{info['task']}", episode_return, self.env_steps)
+                if "fell" in info:  # bodies whose falls end episodes (the CMU humanoid): 1 for a fall
+                    writer.add_scalar("train/fell", float(info["fell"]), self.env_steps)
+                for tag, value in info.get("episode_metrics", {}).items():  # the env's or a wrapper's statistics
+                    writer.add_scalar(tag, value, self.env_steps)
                 obs, _ = self.env.reset()
                 flat = self.layout.flatten(obs)
                 self.replay.start_episode(flat)

@@ -20,8 +20,28 @@ Names are ``<walker>-<task>``:
     egocentric frame (3 + 3K).
   - ``moving-target`` (sparse, 25 s): one target; r = 1 on every step the walker is within 1 m of it; after 10
     consecutive on-target steps the target respawns elsewhere. Task features: its egocentric position (3).
-  - ``multitask``: each episode draws one of the three tasks uniformly. Task features: a one-hot task id (3) and
+  - ``target-speed`` (dense, 20 s; seed 000 §8.4 (iii), Fig 8.6b, not a Ch 7 task): "random changing target
+    speed, Gaussian reward centred at the target speed". The target speed v* is drawn uniformly from
+    ``SPEED_RANGE[walker]`` (cmu_humanoid 0..4 m/s: standing, walking (~1.3), jogging (~2.5) and running (~3.5-4),
+    the speeds of the shipped CMU clips; jumping_ball and ant 0..3 m/s, up to the walk task's v_t = 3) at the start
+    and redrawn at random times: on each control step with probability control_timestep / ``SPEED_CHANGE_MEAN``
+    (a Poisson process, one change every 5 s on average; the thesis gives no schedule). Reward
+    r = exp(-(v - v*)^2 / (2 sigma^2)) with v the walker's horizontal speed |v_xy| (the norm of the root's planar
+    world velocity: the task asks for a speed, not a direction, so the policy may run any way it likes) and
+    sigma = 1/sqrt(2) m/s, i.e. r = exp(-(v - v*)^2), the kernel of the walk reward. Task features: v* (1). The
+    redraw happens after the step's reward, before its observation, so the policy sees the new v* at once.
+    ``info["speed_error"]`` is |v - v*| on every step; the episode's mean goes to ``info["episode_metrics"]`` as
+    ``task/speed_error`` on its last step (the seed's "speed tracking error").
+  - ``multitask``: each episode draws one of the three Ch 7 tasks uniformly. Task features: a one-hot task id (3) and
     the episode's task features zero-padded to the longest (3 + 3K); ``info["task"]`` names the task.
+- Falls: on ``cmu_humanoid`` the episode terminates (discount 0) when the head body is lower than 0.95 m in ``walk``
+  (§7.7.1) and ``target-speed``; ``go-to-target`` and ``moving-target`` keep Ch 7's rule (no fall termination)
+  unless ``fall_termination=True`` is passed. Where falls terminate, ``info["fell"]`` is present on every step and
+  True on the step whose fall ended the episode (so a trainer can count falls).
+- Aliases (seed 000 §8.4 reuse tasks, for ``--agent npmp``): ``humanoid`` = ``cmu_humanoid-moving-target`` with
+  ``fall_termination=True`` (Fig 8.6a: go-to-target where the target moves to a random spot, here at least 2 m
+  from the walker anywhere in the 8 m square, after the walker has been on it for 10 steps; a fallen humanoid
+  cannot get up, so the episode ends, and the falls are counted), ``humanoid-speed`` = ``cmu_humanoid-target-speed``.
 - The walker starts at a uniformly random position and heading (the thesis: "randomly initialised"). Targets are
   drawn at least 2 m from the walker (and 2 m from each other) so that no episode starts on its goal and the
   targets stay distinguishable; a respawned moving target is at least 2 m from the walker.
@@ -45,7 +65,11 @@ from envs import EnvError
 from envs.dmc import DMEnv
 
 WALKERS = ("jumping_ball", "ant", "cmu_humanoid")
-TASKS = ("walk", "go-to-target", "moving-target")
+TASKS = ("walk", "go-to-target", "moving-target")  # the Ch 7 tasks (``multitask`` draws among these)
+EXTRA_TASKS = ("target-speed",)                    # seed 000 §8.4 reuse task
+# name -> (locomotion name, options): one implementation under a short name
+ALIASES = {"humanoid": ("cmu_humanoid-moving-target", {"fall_termination": True}),
+           "humanoid-speed": ("cmu_humanoid-target-speed", {})}
 _CONTROL_TIMESTEP = {"jumping_ball": 0.025, "ant": 0.05, "cmu_humanoid": 0.03}
 _CAMERA = {"jumping_ball": "walker/tracking", "ant": "walker/floating", "cmu_humanoid": "walker/back"}
 PHYSICS_TIMESTEP = 0.005
@@ -57,6 +81,9 @@ TARGET_SPEED = 3.0             # §7.7.1: v_t = 3
 HEAD_HEIGHT_LIMIT = 0.95       # §7.7.1: humanoid terminates when the head drops below 0.95
 GOAL_REWARD = 60.0             # §7.7.1 go to one of K targets
 STEPS_BEFORE_RESPAWN = 10      # §7.7.1 moving target
+SPEED_RANGE = {"jumping_ball": (0.0, 3.0), "ant": (0.0, 3.0), "cmu_humanoid": (0.0, 4.0)}  # target-speed, m/s
+SPEED_SIGMA = 1.0 / np.sqrt(2.0)  # target-speed reward width: exp(-(v - v*)^2), the walk reward's kernel
+SPEED_CHANGE_MEAN = 5.0           # target-speed: mean seconds between redraws of v*
 DIRECTIONS = {"forward": (1.0, 0.0), "backward": (-1.0, 0.0), "left": (0.0, 1.0), "right": (0.0, -1.0)}
 
 # The jumping ball has slide root joints, so dm_control's upright initializer warns on every reset that it cannot
@@ -65,28 +92,37 @@ logging.getLogger("absl").addFilter(lambda record: "Cannot set velocity on Entit
 
 
 def names() -> list[str]:
-    return [f"{w}-{t}" for w in WALKERS for t in (*TASKS, "multitask")]
+    return [f"{w}-{t}" for w in WALKERS for t in (*TASKS, *EXTRA_TASKS, "multitask")] + list(ALIASES)
 
 
 def make(name: str, seed: int | None = None, action_repeat: int = 1, num_targets: int = 2,
-         render_size: tuple[int, int] = (240, 320), **unknown) -> "LocomotionEnv":
+         render_size: tuple[int, int] = (240, 320), fall_termination: bool | None = None,
+         **unknown) -> "LocomotionEnv":
     if unknown:
         raise EnvError(f"{name}: unknown option(s) {', '.join(sorted(unknown))} "
-                       "(locomotion tasks take num_targets and render_size)")
+                       "(locomotion tasks take num_targets, fall_termination and render_size)")
+    if name in ALIASES:
+        name, options = ALIASES[name]
+        fall_termination = options.get("fall_termination", fall_termination)
     walker, _, task = name.partition("-")
-    if walker not in WALKERS or task not in (*TASKS, "multitask"):
+    if walker not in WALKERS or task not in (*TASKS, *EXTRA_TASKS, "multitask"):
         raise EnvError(f"unknown locomotion task {name!r}; names are {', '.join(names())}")
     if not isinstance(num_targets, int) or not 1 <= num_targets <= MAX_TARGETS:
         raise EnvError(f"num_targets must be an integer in [1, {MAX_TARGETS}] (targets are kept "
                        f"{MIN_TARGET_DISTANCE} m apart in the {ARENA_SIZE} m arena), got {num_targets!r}")
     tasks = TASKS if task == "multitask" else (task,)
     return LocomotionEnv(walker, tasks, num_targets=num_targets, seed=seed, action_repeat=action_repeat,
-                         render_size=render_size)
+                         render_size=render_size, fall_termination=fall_termination)
 
 
 def walk_reward(velocity: np.ndarray, target_velocity: np.ndarray) -> float:
     """§7.7.1: r = exp(-|v - v_t|^2)."""
     return float(np.exp(-np.sum((np.asarray(velocity) - np.asarray(target_velocity)) ** 2)))
+
+
+def target_speed_reward(speed: float, target_speed: float, sigma: float = SPEED_SIGMA) -> float:
+    """§8.4 (iii): a Gaussian reward centred at the target speed, r = exp(-(v - v*)^2 / (2 sigma^2))."""
+    return float(np.exp(-(speed - target_speed) ** 2 / (2.0 * sigma ** 2)))
 
 
 # -- objectives: the logic of one task, on a walker and arena shared with the others ------------------------------
@@ -96,6 +132,7 @@ class Objective:
     name: str
     time_limit: float
     feature_size: int
+    ends_on_fall = False  # whether a fall of the humanoid ends this task's episodes (by default)
 
     def __init__(self):
         self.reward, self.terminated = 0.0, False
@@ -115,13 +152,17 @@ class Objective:
     def show(self, physics, visible: bool) -> None:
         """Show or hide this task's sites (rendering only; sites never touch the physics)."""
 
+    def episode_metrics(self) -> dict[str, float]:
+        """Statistics of the episode so far, reported on its last step (``info["episode_metrics"]``)."""
+        return {}
+
 
 class Walk(Objective):
     name, time_limit, feature_size = "walk", 10.0, 4 + 3
+    ends_on_fall = True  # §7.7.1
 
-    def __init__(self, head=None):
+    def __init__(self):
         super().__init__()
-        self.head = head  # the body whose height ends the episode (humanoid only)
         self.direction = 0
         self._resampled = False
 
@@ -141,7 +182,6 @@ class Walk(Objective):
             self._sample_direction(random_state)  # §7.7.1: "and half-way through an episode"
             self._resampled = True
         self.reward = walk_reward(task.planar_velocity(physics), self.target_velocity())
-        self.terminated = self.head is not None and physics.bind(self.head).xpos[2] < HEAD_HEIGHT_LIMIT
 
     def features(self, task, physics):
         one_hot = np.eye(len(DIRECTIONS))[self.direction]
@@ -237,12 +277,50 @@ class MovingTarget(_Targets):
         return self.relative(task, physics, self.positions(physics))[0]
 
 
+class TargetSpeed(Objective):
+    """§8.4 (iii): track a randomly changing target speed (module docstring)."""
+
+    name, time_limit, feature_size = "target-speed", 20.0, 1
+    ends_on_fall = True
+
+    def __init__(self, speed_range: tuple[float, float], change_probability: float):
+        super().__init__()
+        self.speed_range, self.change_probability = speed_range, change_probability
+        self.target_speed = 0.0
+        self.errors: list[float] = []
+
+    def _draw(self, random_state) -> None:
+        self.target_speed = float(random_state.uniform(*self.speed_range))
+
+    def initialize_episode(self, task, physics, random_state):
+        super().initialize_episode(task, physics, random_state)
+        self._draw(random_state)
+        self.errors = []
+
+    def after_step(self, task, physics, random_state):
+        speed = float(np.linalg.norm(task.planar_velocity(physics)))
+        self.reward = target_speed_reward(speed, self.target_speed)
+        self.errors.append(abs(speed - self.target_speed))
+        if random_state.uniform() < self.change_probability:
+            self._draw(random_state)  # before the observation: the policy sees the new target at once
+
+    def features(self, task, physics):
+        return np.array([self.target_speed])
+
+    def episode_metrics(self):
+        return {"task/speed_error": float(np.mean(self.errors))} if self.errors else {}
+
+
 # -- the composer task: one walker on a floor, one of the objectives per episode -----------------------------------
 class LocomotionTask(composer.Task):
     """A walker on a ``Floor``; each episode runs one objective (drawn uniformly when there are several)."""
 
-    def __init__(self, walker, arena, objectives: list[Objective], control_timestep: float):
+    def __init__(self, walker, arena, objectives: list[Objective], control_timestep: float, head=None,
+                 fall_termination: bool | None = None):
         self.walker, self._arena, self.objectives = walker, arena, objectives
+        # the body whose height below HEAD_HEIGHT_LIMIT is a fall (humanoid only); None: the walker cannot fall
+        self.head, self.fall_termination = head, fall_termination
+        self.terminated = self.fell = False
         walker.create_root_joints(arena.attach(walker))
         for obs in (walker.observables.proprioception + walker.observables.kinematic_sensors
                     + walker.observables.dynamic_sensors + [walker.observables.sensors_touch]):
@@ -269,6 +347,13 @@ class LocomotionTask(composer.Task):
     @property
     def objective(self) -> Objective:
         return self.objectives[self.active]
+
+    @property
+    def ends_on_fall(self) -> bool:
+        """Whether a fall ends the episode's task (``fall_termination`` overrides the task's own rule)."""
+        if self.head is None:
+            return False
+        return self.objective.ends_on_fall if self.fall_termination is None else self.fall_termination
 
     def _task_features(self, physics, multitask: bool) -> np.ndarray:
         padded = np.zeros(self._feature_size)
@@ -307,7 +392,7 @@ class LocomotionTask(composer.Task):
                                quaternion=[np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)])
         for i, objective in enumerate(self.objectives):
             objective.show(physics, i == self.active)
-        self._timed_out = False
+        self._timed_out = self.terminated = self.fell = False
         self.objective.initialize_episode(self, physics, random_state)
 
     def before_step(self, physics, action, random_state):
@@ -315,6 +400,8 @@ class LocomotionTask(composer.Task):
 
     def after_step(self, physics, random_state):
         self.objective.after_step(self, physics, random_state)
+        self.fell = self.ends_on_fall and physics.bind(self.head).xpos[2] < HEAD_HEIGHT_LIMIT
+        self.terminated = self.objective.terminated or self.fell
         # a float-safe time limit (time accumulates in physics timesteps)
         self._timed_out = physics.time() >= self.objective.time_limit - PHYSICS_TIMESTEP / 2
 
@@ -322,10 +409,10 @@ class LocomotionTask(composer.Task):
         return self.objective.reward
 
     def get_discount(self, physics):
-        return 0.0 if self.objective.terminated else 1.0
+        return 0.0 if self.terminated else 1.0
 
     def should_terminate_episode(self, physics):
-        return self.objective.terminated or self._timed_out
+        return self.terminated or self._timed_out
 
 
 
@@ -336,24 +423,28 @@ def build_walker(walker: str):
             "cmu_humanoid": cmu_humanoid.CMUHumanoidPositionControlledV2020}[walker]()
 
 
-def build_task(walker_name: str, tasks: tuple[str, ...], num_targets: int = 2):
+def build_task(walker_name: str, tasks: tuple[str, ...], num_targets: int = 2, fall_termination: bool | None = None):
     from dm_control.locomotion.arenas import floors
 
     walker = build_walker(walker_name)
     head = walker.mjcf_model.find("body", "head") if walker_name == "cmu_humanoid" else None
-    objectives = {"walk": lambda: Walk(head), "go-to-target": lambda: GoToTarget(num_targets),
-                  "moving-target": MovingTarget}
+    timestep = _CONTROL_TIMESTEP[walker_name]
+    objectives = {"walk": Walk, "go-to-target": lambda: GoToTarget(num_targets), "moving-target": MovingTarget,
+                  "target-speed": lambda: TargetSpeed(SPEED_RANGE[walker_name], timestep / SPEED_CHANGE_MEAN)}
     return LocomotionTask(walker, floors.Floor(size=(ARENA_SIZE, ARENA_SIZE)), [objectives[t]() for t in tasks],
-                         _CONTROL_TIMESTEP[walker_name])
+                          timestep, head=head, fall_termination=fall_termination)
 
 
 class LocomotionEnv(DMEnv):
     """A locomotion task as a Gymnasium env (the ``DMEnv`` interface); ``info["task"]`` names the episode's task
-    in multitask envs. ``task`` is the composer task (its ``objective`` is the episode's task)."""
+    in multitask envs; ``info["fell"]`` is present where falls end episodes and True on the step of the fall;
+    ``info["episode_metrics"]`` holds the task's episode statistics on the episode's last step. ``task`` is the
+    composer task (its ``objective`` is the episode's task)."""
 
     def __init__(self, walker: str, tasks: tuple[str, ...], num_targets: int = 2, seed: int | None = None,
-                 action_repeat: int = 1, render_size: tuple[int, int] = (240, 320)):
-        self.task = build_task(walker, tasks, num_targets)
+                 action_repeat: int = 1, render_size: tuple[int, int] = (240, 320),
+                 fall_termination: bool | None = None):
+        self.task = build_task(walker, tasks, num_targets, fall_termination)
         self._multitask = len(tasks) > 1
 
         def load(env_seed: int):
@@ -369,4 +460,9 @@ class LocomotionEnv(DMEnv):
         self._env.random_state.seed(env_seed)  # in place: rebuilding a composer env costs a model compile
 
     def _info(self) -> dict:
-        return {"task": self.task.objective.name} if self._multitask else {}
+        info = {"task": self.task.objective.name} if self._multitask else {}
+        if self.task.ends_on_fall:
+            info["fell"] = bool(self.task.fell)
+        if self.task.terminated or self.task._timed_out:
+            info["episode_metrics"] = self.task.objective.episode_metrics()
+        return info

@@ -1,10 +1,16 @@
-"""Reusing a latent space as an action space (seed 000 Fig 7.5; Ch 8 reuses NPMP decoders the same way).
+"""Reusing a latent space as an action space (seed 000 Fig 7.5; Ch 8 §8.4 reuses NPMP decoders the same way).
 
 ``LatentActionEnv`` wraps an environment so that a new policy's action is the latent z of a frozen decoder
 pi_0(a | s, z): each step, z = scale * action (the policy's actions live in [-1, 1]; z has the AR(1) marginal
-N(0, I), so scale 3 covers +-3 standard deviations), and the environment receives tanh of the decoder's mean for the
-current observation (a deterministic low-level controller: the high-level policy's own noise explores -- a choice
-the thesis leaves open). Observations, rewards and episode ends pass through unchanged.
+N(0, I), so scale 3 covers +-3 standard deviations), and the environment receives the decoder's mean for the
+current observation, made an action by ``mean_to_action``: ``"tanh"`` for the Ch 7 latent prior, whose mean is
+pre-squash, ``"clip"`` to [-1, 1] for NPMP decoders, whose mean is already an action (priors/npmp/model.py). The
+low-level controller is deterministic: the high-level policy's own noise explores (a choice the thesis leaves
+open). Observations, rewards and episode ends pass through unchanged.
+
+Diagnostics: ``info["latent"]`` is the step's z; on an episode's last step ``info["episode_metrics"]`` gains
+``latent/mean_abs`` (mean |z| over steps and dimensions) and ``latent/std`` (the per-dimension std of z over the
+episode, averaged over dimensions: near 0 for a constant z, 1 for z drawn like the AR(1) marginal).
 """
 from __future__ import annotations
 
@@ -14,31 +20,52 @@ import torch
 
 from priors.io import ModuleFileError
 
+MEAN_TO_ACTION = {"tanh": torch.tanh, "clip": lambda mean: mean.clamp(-1.0, 1.0)}
+
 
 class LatentActionEnv(gym.Wrapper):
     def __init__(self, env: gym.Env, decode, latent_dim: int, obs_groups: dict[str, int], scale: float = 3.0,
-                 device: torch.device | str = "cpu"):
+                 device: torch.device | str = "cpu", mean_to_action: str = "tanh", action_dim: int | None = None):
         super().__init__(env)
         spaces = env.observation_space.spaces
         actual = {g: int(np.prod(spaces[g].shape)) for g in obs_groups if g in spaces}
         if actual != dict(obs_groups):
             raise ModuleFileError(f"the latent controller was trained on observation groups {dict(obs_groups)}, "
                                   f"this environment has {({g: int(np.prod(s.shape)) for g, s in spaces.items()})}")
+        if action_dim is not None and env.action_space.shape != (action_dim,):
+            raise ModuleFileError(f"the latent controller outputs {action_dim} actions, this environment takes "
+                                  f"{env.action_space.shape}")
+        if mean_to_action not in MEAN_TO_ACTION:
+            raise ValueError(f"mean_to_action must be one of {', '.join(MEAN_TO_ACTION)}, got {mean_to_action!r}")
         self.decode, self.groups, self.scale, self.device = decode, list(obs_groups), scale, torch.device(device)
+        self.to_action = MEAN_TO_ACTION[mean_to_action]
         self.action_space = gym.spaces.Box(-1.0, 1.0, (latent_dim,), np.float32)
         self._obs = None
+        self._latents: list[np.ndarray] = []
 
     def reset(self, **kwargs):
         self._obs, info = self.env.reset(**kwargs)
+        self._latents = []
         return self._obs, info
+
+    def latent(self, latent_action: np.ndarray) -> np.ndarray:
+        return self.scale * np.asarray(latent_action, np.float32)
 
     @torch.no_grad()
     def low_level_action(self, latent_action: np.ndarray) -> np.ndarray:
         obs = np.concatenate([np.asarray(self._obs[g], np.float32).ravel() for g in self.groups])
-        z = self.scale * torch.as_tensor(np.asarray(latent_action, np.float32), device=self.device)
+        z = torch.as_tensor(self.latent(latent_action), device=self.device)
         mean, _ = self.decode(torch.as_tensor(obs, device=self.device), z)
-        return torch.tanh(mean).cpu().numpy()
+        return self.to_action(mean).cpu().numpy()
 
     def step(self, action):
         self._obs, reward, terminated, truncated, info = self.env.step(self.low_level_action(action))
+        z = self.latent(action)
+        self._latents.append(z)
+        info = {**info, "latent": z}
+        if terminated or truncated:
+            latents = np.stack(self._latents)
+            info["episode_metrics"] = {**info.get("episode_metrics", {}),
+                                       "latent/mean_abs": float(np.abs(latents).mean()),
+                                       "latent/std": float(latents.std(axis=0).mean())}
         return self._obs, reward, terminated, truncated, info

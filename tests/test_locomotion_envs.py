@@ -109,7 +109,7 @@ def test_humanoid_walk_terminates_when_the_head_drops():
     walker, physics = env.task.walker, env.physics
     walker.set_pose(physics, position=[0.0, 0.0, 0.3], quaternion=[np.cos(np.pi / 4), 0.0, np.sin(np.pi / 4), 0.0])
     physics.forward()
-    assert physics.bind(env.task.objective.head).xpos[2] < locomotion.HEAD_HEIGHT_LIMIT
+    assert physics.bind(env.task.head).xpos[2] < locomotion.HEAD_HEIGHT_LIMIT
     _, reward, terminated, truncated, _ = env.step(zero)
     assert terminated and not truncated and 0.0 <= reward <= 1.0
 

@@ -1,0 +1,116 @@
+"""``--agent npmp`` (agents/npmp.py): a frozen NPMP decoder as the low-level controller of an svg0 high-level policy
+(seed 000 §8.4 reuse) -- end to end through train.py on ``humanoid`` with TensorBoard falls and latent statistics,
+clipped decoder actions, the config's path resolution and one-line errors for bad primitives."""
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import envs
+import train
+from agents.config import ConfigError, apply_overrides
+from agents.npmp import NPMPAgent, NPMPAgentConfig
+from priors.npmp import NPMP, NPMPConfig, load_primitives, save_primitives
+from tests.test_cli import scalars
+
+HUMANOID_ACTIONS = 56
+SMALL = ["--set", "batch_size=4", "--set", "hidden=16,16", "--set", "learning_starts=40", "--set",
+         "sequence_length=4", "--set", "replay_capacity=2000", "--eval-episodes", "1"]
+
+
+def tiny_primitives(directory, state_dim=224, action_dim=HUMANOID_ACTIONS, obs_groups=None, **meta):
+    torch.manual_seed(1)
+    model = NPMP(NPMPConfig(state_dim, action_dim, latent_dim=4, encoder_hidden=(16,), decoder_hidden=(16,)))
+    return save_primitives(model, directory, obs_groups or {"proprio": state_dim}, clips=["tiny"], **meta)
+
+
+@pytest.fixture
+def primitives(tmp_path):
+    return tiny_primitives(tmp_path / "primitives")
+
+
+def test_train_humanoid_logs_falls_and_latent_statistics(primitives, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    code = train.main(["--env", "humanoid", "--agent", "npmp", "--steps", "200", "--logdir", str(run_dir),
+                       "--set", f"primitives={primitives}", "--eval-every", "1000", *SMALL])
+    assert code == 0, capsys.readouterr().err
+    logged = scalars(run_dir)
+    falls = [v for _, v in logged["train/fell"]]
+    assert len(falls) == len(logged["train/episode_return"]) >= 2  # one per episode
+    assert set(falls) <= {0.0, 1.0} and max(falls) == 1.0  # random latents through a random decoder fall
+    for tag in ("latent/mean_abs", "latent/std"):
+        values = [v for _, v in logged[tag]]
+        assert len(values) == len(falls) and all(0.0 < v <= 3.0 for v in values)  # |z| <= latent_scale = 3
+    assert "loss/critic" in logged  # the high-level policy learned
+    config = json.loads((run_dir / "config.json").read_text())["agent"]
+    assert config["primitives"] == str(primitives.resolve()) and config["latent_scale"] == 3.0
+
+
+def test_primitives_path_is_resolved_against_the_current_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = apply_overrides(NPMPAgentConfig(), {"primitives": "mine/npmp"})
+    assert config.primitives == str(tmp_path / "mine" / "npmp")
+    with pytest.raises(ConfigError, match="latent_controller"):
+        apply_overrides(NPMPAgentConfig(), {"latent_controller": "x"})
+
+
+class RecordActions(gym.Wrapper):
+    def step(self, action):
+        self.received = np.array(action)
+        return self.env.step(action)
+
+
+def test_env_receives_the_clipped_decoder_mean(primitives):
+    model, _ = load_primitives(primitives)
+    with torch.no_grad():
+        model.decoder[-1].bias.mul_(0.0).add_(torch.linspace(-3.0, 3.0, HUMANOID_ACTIONS))  # some means beyond +-1
+    model_dir = primitives.parent / "wide"
+    save_primitives(model, model_dir, {"proprio": 224})
+    recorder = RecordActions(envs.make("humanoid", seed=0))
+    env = NPMPAgent.wrap_env(recorder, apply_overrides(NPMPAgentConfig(), {"primitives": str(model_dir)}), "cpu")
+    assert env.action_space.shape == (4,)
+    obs, _ = env.reset()
+    for action in (np.array([0.5, -1.0, 0.0, 1.0], np.float32), np.zeros(4, np.float32)):
+        z = 3.0 * torch.as_tensor(action)
+        with torch.no_grad():
+            mean = model.decode(torch.as_tensor(obs["proprio"]), z)[0].numpy()
+        obs, _, _, _, info = env.step(action)
+        np.testing.assert_allclose(recorder.received, np.clip(mean, -1.0, 1.0), atol=1e-6)
+        np.testing.assert_allclose(info["latent"], z.numpy())
+        assert np.abs(mean).max() > 1.0 and np.sum(np.abs(recorder.received) < 1.0) > 0  # clipped, not squashed
+
+
+def assert_one_line_error(capsys, argv, *fragments):
+    assert train.main(argv) == 2
+    lines = [line for line in capsys.readouterr().err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: primitives: "), lines
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_bad_primitives_fail_with_one_line(primitives, tmp_path, capsys):
+    def run(path, env="humanoid"):
+        return ["--env", env, "--agent", "npmp", "--steps", "10", "--logdir", str(tmp_path / "runs" / path.name),
+                "--set", f"primitives={path}"]
+
+    assert_one_line_error(capsys, run(tmp_path / "missing"), "no NPMP primitives")
+    corrupt = tiny_primitives(tmp_path / "corrupt")
+    data = bytearray((corrupt / "weights.safetensors").read_bytes())
+    data[-8:] = b"\xff" * 8
+    (corrupt / "weights.safetensors").write_bytes(bytes(data))
+    assert_one_line_error(capsys, run(corrupt), str(corrupt))
+    foreign = tiny_primitives(tmp_path / "foreign")
+    meta = json.loads((foreign / "meta.json").read_text())
+    (foreign / "meta.json").write_text(json.dumps({**meta, "format": "probctl-prior"}))
+    assert_one_line_error(capsys, run(foreign), "not a probctl-npmp-primitives file")
+    mismatched = tiny_primitives(tmp_path / "mismatched")
+    meta = json.loads((mismatched / "meta.json").read_text())
+    (mismatched / "meta.json").write_text(json.dumps({**meta, "config": {**meta["config"], "latent_dim": 5}}))
+    assert_one_line_error(capsys, run(mismatched), "do not match their config")
+    other_body = tiny_primitives(tmp_path / "other_body", state_dim=200)
+    assert_one_line_error(capsys, run(other_body), "observation groups {'proprio': 200}")
+    other_actions = tiny_primitives(tmp_path / "other_actions", action_dim=8)
+    assert_one_line_error(capsys, run(other_actions), "outputs 8 actions")
+    assert not (tmp_path / "runs").exists()  # nothing written for a run that never started
