@@ -1,0 +1,383 @@
+"""NPMP training data from tracking experts: noisy-rollout BC data and LFPC data (seed 000 §8.2, eqs 8.4-8.9).
+
+Seed 000_02c29175254ceb0c.txt, Ch 8.2 (transcribed in ../shared/research/seed000.md §8.2):
+- the expert action is the *mean* of the expert's stochastic policy (§8.1). svg0 policies are tanh-squashed
+  Gaussians (agents/distributions.py), so mu_E(s) = tanh(mean(s)), in [-1, 1] (``Expert.mean_action``);
+- behavioural cloning from noisy rollouts ("a version of this is equivalent to DART"; eq 8.4): run the expert from
+  the start of its clip executing a_t = clip(mu_E(s_t) + eta_t, -1, 1), eta_t ~ N(0, sigma^2 I), and log the
+  expert's mean action mu_E(s_t) at the visited state -- never the executed noisy action (``rollout``);
+- LFPC (eqs 8.5-8.8): one nominal trajectory {s*_t, a*_t = mu_E(s*_t)} run noise-free from s*_0, with the
+  Jacobians J*_t = d mu_E / d s at s*_t (exact autodiff, ``torch.func.jacrev``; ``rollout(..., with_jacobians=True)``
+  with sigma = 0). The linear-feedback policy (eq 8.6) is mu_FB(s) = a*_t + J*_t (s - s*_t);
+- NPMP with LFPC (eq 8.9): states s*_t + delta_s_t, delta_s_t ~ Delta i.i.d. per step, with action targets
+  a*_t + J*_t delta_s_t; the encoder sees the perturbed look-ahead x_t + delta_x_t (``NPMPDataset.sample_lfpc``).
+  Eq 8.11's anti-pattern (targets mu_E(s* + delta_s)) is deliberately not offered.
+
+Choices where the thesis is silent:
+- states: s is the ``proprio`` observation group (what the NPMP model reads, priors/npmp/model.py); the expert's
+  other input, the time in the clip (``task``), is logged but never perturbed, and J* is d mu_E / d proprio only;
+- rollouts start at the clip's first frame (``clip_start=True``): the nominal trajectory of eq 8.5 starts at s*_0
+  and noisy rollouts share that start, so their states can be compared with the nominal ones time step by time step;
+- Delta (a "fixed marginal perturbation distribution estimated from a few noisy trajectories and shared across
+  clips", form not given): a zero-mean diagonal Gaussian N(0, diag(std^2)) whose per-dimension variance is the mean
+  squared deviation s^eta_t - s*_t (noisy minus nominal state at the same time index t >= 1, over the steps both
+  trajectories reached; t = 0 is the shared start and deviates by 0), pooled over the first
+  ``perturbation_trajectories`` noisy rollouts of every expert. The mean of squares (not the variance about the
+  deviations' own mean) is the maximum-likelihood variance of a zero-mean Gaussian;
+- LFPC targets a* + J* delta_s are not clipped to [-1, 1] (eq 8.9 has no clipping; the NPMP decoder is unsquashed);
+- per-expert seeds: ``collect`` gives expert i the seed ``seed + i``, so a Ray fan-out of ``collect_expert`` with
+  the same seeds writes the same file; each rollout resets its env with a seed drawn from the numpy generator;
+- mirroring (the thesis's bilateral-symmetry augmentation) is not done here: mirrored snippets (``<id>-mirror``) are
+  snippets of their own, with their own experts;
+- sampling: subsequences are drawn with trajectories weighted by their number of valid steps and a start uniform
+  over the positions that keep the window inside the trajectory where it is long enough; windows that run past a
+  trajectory's end (experts that fell early) are zero-padded with mask 0. A step t is valid when s_{t..t+K} exist.
+
+HDF5 layout (one file, written atomically: a temp file in the same directory, fsynced, then ``os.replace``)::
+
+    /                      attrs: format="probctl-npmp-data", version, state_dim, action_dim, meta (JSON)
+    /delta_std             [S] float32: Delta's per-dimension std
+    /<snippet>/            attrs: expert_dir, env, expert_steps (env steps of the checkpoint), action_noise_std,
+                                  nominal_return, nominal_steps, nominal_terminated, bc_mean_return, bc_mean_steps,
+                                  max_step_reward (tracking.MAX_COMIC_REWARD), seed
+        bc/states          [sum_i (T_i + 1), S]  proprio states s_0..s_{T_i} of every noisy rollout, concatenated
+        bc/task            [sum_i (T_i + 1), G]  the rest of the expert's observation (time in clip)
+        bc/expert_actions  [sum_i T_i, A]        mu_E(s_t): the regression targets (eq 8.4)
+        bc/actions         [sum_i T_i, A]        executed (noisy, clipped) actions
+        bc/rewards         [sum_i T_i]
+        bc/lengths         [N] int64             T_i (actions per rollout)
+        bc/terminated      [N] bool              ended by early termination (fall), not by the clip's end
+        nominal/states, nominal/task, nominal/expert_actions, nominal/actions, nominal/rewards   (one trajectory)
+        nominal/jacobians  [T, A, S]             J*_t = d mu_E / d s at s*_t
+        nominal/lengths, nominal/terminated       [1]
+        deviation_sq_sum   [S] float64, deviation_count (attr): the expert's share of Delta's estimate
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import h5py
+import numpy as np
+import torch
+
+import agents
+import envs
+from agents import checkpoint
+from agents.config import ConfigError
+from agents.loop import load_run_config
+from agents.observations import ObsLayout
+from envs import EnvError
+from envs.mocap import tracking
+from priors.io import fsync_path
+
+FORMAT = "probctl-npmp-data"
+VERSION = 1
+LOOKAHEAD = 5  # K of the NPMP encoder (priors/npmp/model.py)
+STATE_GROUP = "proprio"
+TRAJECTORY_KEYS = ("states", "task", "expert_actions", "actions", "rewards")
+
+
+class Expert:
+    """A trained single-snippet tracking expert (an svg0 run directory), its newest checkpoint loaded and frozen."""
+
+    def __init__(self, run_dir: Path | str, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32):
+        self.run_dir = Path(run_dir)
+        run, agent_config = load_run_config(self.run_dir)
+        self.env_name, self.action_repeat = run.env, run.action_repeat
+        if ":" not in run.env or not run.env.startswith(tracking.FAMILY):
+            raise ConfigError(f"{self.run_dir} trains {run.env}, not a single-snippet mocap tracking expert "
+                              f"({tracking.TIMED_FAMILY}:<snippet>)")
+        self.snippet = run.env.split(":", 1)[1]
+        self.device, self.dtype = torch.device(device), dtype
+        env = self.make_env(seed=0)
+        observation_space, action_space = env.observation_space, env.action_space
+        env.close()
+        self.layout = ObsLayout(observation_space)
+        if set(self.layout.groups) != {STATE_GROUP, "task"}:
+            raise ConfigError(f"{self.run_dir}: expected observation groups proprio and task, got {self.layout.groups}")
+        # the agent as the Trainer builds it, then the newest checkpoint's weights
+        agent = agents.make(run.agent, observation_space, action_space, agent_config, self.device)
+        path = checkpoint.latest(self.run_dir / "checkpoints")
+        meta, state, _ = checkpoint.load(path, device=self.device)
+        try:
+            agent.load_state_dict(state["agent"])
+        except (KeyError, ValueError, RuntimeError, TypeError) as e:
+            raise checkpoint.CheckpointError(f"{path} does not match the run's agent/config: {e}") from None
+        if not hasattr(agent, "policy"):
+            raise ConfigError(f"{self.run_dir}: agent {run.agent} has no Gaussian policy to take the mean of")
+        self.policy = agent.policy.to(dtype).eval().requires_grad_(False)  # eval: NoisyLinear runs on its means
+        self.steps = int(meta["counters"]["env_steps"])
+        self.proprio = self.layout.slices[STATE_GROUP]
+        self.task = self.layout.slices["task"]
+        self.state_dim = self.proprio.stop - self.proprio.start
+        self.action_dim = int(action_space.shape[0])
+
+    def make_env(self, seed: int | None = None):
+        """The expert's tracking env, every episode starting at the snippet's first frame."""
+        try:
+            return envs.make(self.env_name, seed=seed, action_repeat=self.action_repeat, clip_start=True)
+        except EnvError as e:
+            raise ConfigError(f"{self.run_dir}: cannot build its env ({e})") from None
+
+    def flat_obs(self, states: np.ndarray, task: np.ndarray) -> np.ndarray:
+        """The expert's flat observation from the proprio state and the task group (any leading dims)."""
+        out = np.empty((*np.shape(states)[:-1], self.layout.dim), dtype=np.result_type(states, task))
+        out[..., self.proprio], out[..., self.task] = states, task
+        return out
+
+    def _mean(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.policy(obs).mean)
+
+    def _tensor(self, flat_obs) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(flat_obs), device=self.device).to(self.dtype)
+
+    @torch.no_grad()
+    def mean_action(self, flat_obs: np.ndarray) -> np.ndarray:
+        """mu_E(s) = tanh of the policy's Gaussian mean, in [-1, 1]; ``flat_obs [..., D]`` -> ``[..., A]``."""
+        return self._mean(self._tensor(flat_obs)).cpu().numpy()
+
+    def mean_action_and_jacobian(self, flat_obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(a* [A], J* = d mu_E / d s [A, S]) at one flat observation; s is the proprio part only (eq 8.5)."""
+        obs = self._tensor(flat_obs)
+        if obs.shape != (self.layout.dim,):
+            raise ValueError(f"expected one flat observation of size {self.layout.dim}, got shape {tuple(obs.shape)}")
+        before, after = obs[:self.proprio.start], obs[self.proprio.stop:]
+
+        def mean_of_state(state):
+            mean = self._mean(torch.cat([before, state, after]))
+            return mean, mean.detach()
+
+        jacobian, mean = torch.func.jacrev(mean_of_state, has_aux=True)(obs[self.proprio])
+        return mean.cpu().numpy(), jacobian.cpu().numpy()
+
+
+def rollout(expert: Expert, env, action_noise_std: float, rng: np.random.Generator,
+            with_jacobians: bool = False) -> dict:
+    """One episode from the clip start executing clip(mu_E(s_t) + N(0, sigma^2), -1, 1) (§8.2).
+
+    Returns numpy arrays ``states [T+1, S]`` (proprio s_0..s_T, the final one included), ``task [T+1, G]``,
+    ``expert_actions [T, A]`` (mu_E at each visited state), ``actions [T, A]`` (executed), ``rewards [T]``, and
+    ``terminated`` (bool: ended by a fall rather than the clip's end); with ``with_jacobians`` also
+    ``jacobians [T, A, S]``. With sigma = 0 and Jacobians this is the LFPC nominal trajectory (eqs 8.5-8.6)."""
+    if not action_noise_std >= 0:
+        raise ConfigError(f"action_noise_std must be >= 0, got {action_noise_std}")
+    obs, _ = env.reset(seed=int(rng.integers(2**31)))
+    flats, expert_actions, actions, rewards, jacobians = [expert.layout.flatten(obs)], [], [], [], []
+    terminated = truncated = False
+    while not (terminated or truncated):
+        if with_jacobians:
+            mean, jacobian = expert.mean_action_and_jacobian(flats[-1])
+            jacobians.append(jacobian)
+        else:
+            mean = expert.mean_action(flats[-1])
+        action = mean if action_noise_std == 0 else np.clip(
+            mean + action_noise_std * rng.standard_normal(mean.shape), -1.0, 1.0)
+        obs, reward, terminated, truncated, _ = env.step(action.astype(np.float32))
+        flats.append(expert.layout.flatten(obs))
+        expert_actions.append(mean)
+        actions.append(action)
+        rewards.append(reward)
+    flat = np.stack(flats)
+    result = {"states": flat[:, expert.proprio], "task": flat[:, expert.task],
+              "expert_actions": np.asarray(expert_actions, np.float32), "actions": np.asarray(actions, np.float32),
+              "rewards": np.asarray(rewards, np.float32), "terminated": bool(terminated)}
+    if with_jacobians:
+        result["jacobians"] = np.asarray(jacobians, np.float32)
+    return result
+
+
+def _concatenate(trajectories: list[dict]) -> dict[str, np.ndarray]:
+    out = {k: np.concatenate([t[k] for t in trajectories]).astype(np.float32) for k in TRAJECTORY_KEYS}
+    out["lengths"] = np.array([len(t["actions"]) for t in trajectories], np.int64)
+    out["terminated"] = np.array([t["terminated"] for t in trajectories], bool)
+    if "jacobians" in trajectories[0]:
+        out["jacobians"] = np.concatenate([t["jacobians"] for t in trajectories]).astype(np.float32)
+    return out
+
+
+def state_deviations(noisy: list[dict], nominal: dict) -> np.ndarray:
+    """s^eta_t - s*_t for t >= 1 over the steps both reached, stacked over ``noisy`` rollouts: [M, S] (Delta)."""
+    parts = []
+    for trajectory in noisy:
+        n = min(len(trajectory["states"]), len(nominal["states"]))
+        parts.append(trajectory["states"][1:n].astype(np.float64) - nominal["states"][1:n])
+    return np.concatenate(parts) if parts else np.zeros((0, nominal["states"].shape[1]))
+
+
+def collect_expert(expert_dir: Path | str, trajectories: int, action_noise_std: float,
+                   perturbation_trajectories: int, seed: int, device: str = "cpu") -> dict:
+    """Everything one expert contributes (picklable; a Ray task can run it): ``bc`` and ``nominal`` (dicts of
+    concatenated numpy arrays as in the HDF5 layout), ``deviation_sq_sum [S]``, ``deviation_count`` and ``attrs``."""
+    if trajectories < 1 or not 0 <= perturbation_trajectories <= trajectories:
+        raise ConfigError(f"need trajectories >= 1 and 0 <= perturbation_trajectories <= trajectories, got "
+                          f"{trajectories} and {perturbation_trajectories}")
+    expert = Expert(expert_dir, device)
+    env = expert.make_env(seed)
+    rng = np.random.default_rng(seed)
+    nominal = rollout(expert, env, 0.0, rng, with_jacobians=True)
+    noisy = [rollout(expert, env, action_noise_std, rng) for _ in range(trajectories)]
+    env.close()
+    deviations = state_deviations(noisy[:perturbation_trajectories], nominal)
+    bc = _concatenate(noisy)
+    attrs = {"expert_dir": str(expert.run_dir), "env": expert.env_name, "expert_steps": expert.steps,
+             "action_noise_std": float(action_noise_std), "seed": int(seed),
+             "nominal_return": float(nominal["rewards"].sum()), "nominal_steps": len(nominal["actions"]),
+             "nominal_terminated": nominal["terminated"],
+             "bc_mean_return": float(bc["rewards"].sum() / trajectories),
+             "bc_mean_steps": float(bc["lengths"].mean()), "max_step_reward": tracking.MAX_COMIC_REWARD,
+             "deviation_count": len(deviations)}
+    return {"snippet": expert.snippet, "bc": bc, "nominal": _concatenate([nominal]),
+            "deviation_sq_sum": (deviations**2).sum(0), "attrs": attrs}
+
+
+def estimate_delta_std(per_expert_results: list[dict]) -> np.ndarray:
+    """Delta's per-dimension std: sqrt of the mean squared state deviation pooled over all experts."""
+    count = sum(r["attrs"]["deviation_count"] for r in per_expert_results)
+    if count == 0:
+        raise ConfigError("no state deviations to estimate Delta from (perturbation_trajectories = 0, or every "
+                          "rollout ended at its first step)")
+    return np.sqrt(sum(r["deviation_sq_sum"] for r in per_expert_results) / count).astype(np.float32)
+
+
+def write_dataset(path: Path | str, per_expert_results: list[dict], delta_std: np.ndarray, meta: dict) -> Path:
+    """Write the HDF5 file (module docstring) atomically: readers see the old file or the complete new one."""
+    path = Path(path)
+    snippets = [r["snippet"] for r in per_expert_results]
+    if not snippets or len(set(snippets)) != len(snippets):
+        raise ConfigError(f"need at least one expert and one expert per snippet, got snippets {snippets}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with h5py.File(tmp, "w") as f:
+            first = per_expert_results[0]["nominal"]
+            f.attrs.update(format=FORMAT, version=VERSION, state_dim=first["states"].shape[1],
+                           action_dim=first["actions"].shape[1], meta=json.dumps(meta))
+            f.create_dataset("delta_std", data=np.asarray(delta_std, np.float32))
+            for result in per_expert_results:
+                group = f.create_group(result["snippet"])
+                group.attrs.update(result["attrs"])
+                group.create_dataset("deviation_sq_sum", data=result["deviation_sq_sum"])
+                for part in ("bc", "nominal"):
+                    for key, array in result[part].items():
+                        group.create_dataset(f"{part}/{key}", data=array)
+        fsync_path(tmp)
+        os.replace(tmp, path)
+        fsync_path(path.parent)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def collect(expert_dirs: list[Path | str], out_path: Path | str, trajectories_per_expert: int = 100,
+            action_noise_std: float = 0.1, perturbation_trajectories: int = 5, seed: int = 0) -> Path:
+    """Collect every expert in turn (expert i with seed ``seed + i``), estimate Delta, write ``out_path``."""
+    results = [collect_expert(d, trajectories_per_expert, action_noise_std, perturbation_trajectories, seed + i)
+               for i, d in enumerate(expert_dirs)]
+    meta = {"trajectories_per_expert": trajectories_per_expert, "action_noise_std": action_noise_std,
+            "perturbation_trajectories": perturbation_trajectories, "seed": seed}
+    return write_dataset(out_path, results, estimate_delta_std(results), meta)
+
+
+class _Trajectories:
+    """Variable-length trajectories stored concatenated on a device, and subsequence windows drawn from them."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], device: torch.device):
+        self.lengths = torch.as_tensor(np.concatenate(arrays["lengths"]), dtype=torch.long)
+        self.action_offsets = torch.cumsum(self.lengths, 0) - self.lengths
+        self.state_offsets = self.action_offsets + torch.arange(len(self.lengths))  # T_i + 1 states each
+        self.data = {k: torch.as_tensor(np.concatenate(v), device=device) for k, v in arrays.items()
+                     if k != "lengths"}
+        self.device = device
+
+    def windows(self, batch: int, length: int, generator: torch.Generator | None):
+        """Gather [B, length + K] states, [B, length] per-step arrays and the mask (module docstring)."""
+        if batch < 1 or length < 1:
+            raise ConfigError(f"batch and length must be >= 1, got {batch} and {length}")
+        valid = (self.lengths - LOOKAHEAD + 1).clamp(min=0)  # steps t with s_{t..t+K} in the trajectory
+        if valid.sum() == 0:
+            raise ConfigError(f"no trajectory has more than lookahead = {LOOKAHEAD} steps")
+        gen_device = generator.device if generator is not None else torch.device("cpu")
+        which = torch.multinomial(valid.double().to(gen_device), batch, replacement=True, generator=generator).cpu()
+        last_start = (valid[which] - length).clamp(min=0)
+        start = (torch.rand(batch, generator=generator, device=gen_device).cpu() * (last_start + 1)).long()
+        t = start[:, None] + torch.arange(length + LOOKAHEAD)  # [B, L+K] time indices
+        state_ok = t <= self.lengths[which, None]
+        mask = (t[:, :length] < valid[which, None]).float()
+        state_index = self.state_offsets[which, None] + t.clamp(max=self.lengths[which, None])
+        action_index = self.action_offsets[which, None] + t[:, :length].clamp(max=self.lengths[which, None] - 1)
+        to = lambda x: x.to(self.device)  # noqa: E731
+        return to(state_index), to(action_index), to(state_ok), to(mask)
+
+
+class NPMPDataset:
+    """The HDF5 file of ``collect``, restricted to ``snippets`` (None: all; hold clips out by leaving them out)."""
+
+    def __init__(self, path: Path | str, snippets: list[str] | None = None, device: torch.device | str = "cpu"):
+        self.path, self.device = Path(path), torch.device(device)
+        try:
+            with h5py.File(self.path, "r") as f:
+                if f.attrs.get("format") != FORMAT or f.attrs.get("version") != VERSION:
+                    raise ConfigError(f"{self.path} is not a {FORMAT} v{VERSION} file")
+                available = sorted(k for k in f.keys() if isinstance(f[k], h5py.Group))
+                chosen = available if snippets is None else list(snippets)
+                unknown = sorted(set(chosen) - set(available))
+                if unknown or not chosen:
+                    raise ConfigError(f"snippets {unknown or chosen} are not in {self.path} (it has {available})")
+                self.snippets = chosen
+                self.meta = json.loads(f.attrs["meta"])
+                self.delta_std = torch.as_tensor(f["delta_std"][()], device=self.device)
+                self.attrs = {s: dict(f[s].attrs) for s in chosen}
+                parts = {part: {k: [f[s][part][k][()] for s in chosen] for k in f[chosen[0]][part]}
+                         for part in ("bc", "nominal")}
+        except (OSError, KeyError) as e:
+            raise ConfigError(f"{self.path} is missing or corrupt ({e.__class__.__name__}: {e})") from None
+        # index of each snippet's first trajectory in the concatenated store
+        self._first = {part: dict(zip(chosen, np.cumsum([0] + [len(n) for n in arrays["lengths"][:-1]])))
+                       for part, arrays in parts.items()}
+        self.bc = _Trajectories(parts["bc"], self.device)
+        self.nominal = _Trajectories(parts["nominal"], self.device)
+        self.state_dim = int(self.delta_std.shape[0])
+        self.action_dim = int(self.bc.data["expert_actions"].shape[1])
+
+    def sample_bc(self, batch: int, length: int, generator: torch.Generator | None = None):
+        """Noisy-rollout subsequences (eq 8.4 inside eq 8.3): states [B, length + K, S], the expert's mean actions
+        [B, length, A] and mask [B, length]; positions past a trajectory's end are zeros with mask 0."""
+        state_index, action_index, state_ok, mask = self.bc.windows(batch, length, generator)
+        states = self.bc.data["states"][state_index] * state_ok[..., None]
+        actions = self.bc.data["expert_actions"][action_index] * mask[..., None]
+        return states, actions, mask
+
+    def sample_lfpc(self, batch: int, length: int, perturbations: int, generator: torch.Generator | None = None):
+        """LFPC subsequences of the nominal trajectories (eq 8.9), each repeated ``perturbations`` times with
+        i.i.d. delta_s ~ Delta per step: states s* + delta_s [B*P, length + K, S] (the look-ahead perturbed too),
+        targets a* + J* delta_s [B*P, length, A], mask [B*P, length]."""
+        if perturbations < 1:
+            raise ConfigError(f"perturbations must be >= 1, got {perturbations}")
+        state_index, action_index, state_ok, mask = self.nominal.windows(batch, length, generator)
+        repeat = lambda x: x.repeat_interleave(perturbations, dim=0)  # noqa: E731
+        state_index, action_index, state_ok, mask = map(repeat, (state_index, action_index, state_ok, mask))
+        gen_device = generator.device if generator is not None else torch.device("cpu")
+        noise = torch.randn((*state_index.shape, self.state_dim), generator=generator, device=gen_device)
+        delta = noise.to(self.device) * self.delta_std * state_ok[..., None]
+        states = (self.nominal.data["states"][state_index] + delta) * state_ok[..., None]
+        jacobians = self.nominal.data["jacobians"][action_index]  # [B*P, L, A, S]
+        targets = self.nominal.data["expert_actions"][action_index] + torch.einsum(
+            "blas,bls->bla", jacobians, delta[:, :length])
+        return states, targets * mask[..., None], mask
+
+    def trajectory(self, snippet: str, part: str = "nominal", index: int = 0) -> dict[str, np.ndarray]:
+        """One stored trajectory as numpy arrays (e.g. the nominal states for one-shot imitation)."""
+        if snippet not in self.snippets or part not in ("bc", "nominal"):
+            raise ConfigError(f"no {part} trajectories for {snippet!r} (snippets: {self.snippets})")
+        store = getattr(self, part)
+        number = self._first[part][snippet] + index
+        steps, states, actions = (int(store.lengths[number]), int(store.state_offsets[number]),
+                                  int(store.action_offsets[number]))
+        out = {k: store.data[k][states:states + steps + 1].cpu().numpy() for k in ("states", "task")}
+        for key in ("expert_actions", "actions", "rewards", "jacobians"):
+            if key in store.data:
+                out[key] = store.data[key][actions:actions + steps].cpu().numpy()
+        out["terminated"] = bool(store.data["terminated"][number])
+        return out

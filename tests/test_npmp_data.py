@@ -1,0 +1,227 @@
+"""NPMP data (priors/npmp/data.py, seed 000 §8.2): real tracking rollouts of tiny real svg0 experts.
+
+Two experts (two snippets) are trained for a few hundred steps with tiny networks; they fall early, which is what
+the masks of short trajectories need."""
+import json
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from agents.config import ConfigError
+from agents.loop import RunConfig, Trainer
+from agents.svg0 import SVG0Config
+from priors.npmp import data
+from priors.npmp.data import LOOKAHEAD, Expert, NPMPDataset
+
+SNIPPETS = ("07_01-0", "09_01-0")
+TRAJECTORIES, PERTURBATION_TRAJECTORIES, NOISE = 4, 2, 0.2
+
+
+@pytest.fixture(scope="module")
+def experts(tmp_path_factory):
+    root = tmp_path_factory.mktemp("experts")
+    dirs = []
+    for i, snippet in enumerate(SNIPPETS):
+        run = RunConfig(env=f"humanoid-track-time:{snippet}", agent="svg0", steps=150, seed=i, device="cpu",
+                        logdir=str(root / snippet), eval_every=10_000, eval_episodes=1, checkpoint_every=10_000)
+        config = SVG0Config(hidden=(32, 32), batch_size=4, learning_starts=50, update_every=4, replay_capacity=1000)
+        Trainer(run, config).train()
+        dirs.append(root / snippet)
+    return dirs
+
+
+@pytest.fixture(scope="module")
+def collected(experts, tmp_path_factory):
+    results = [data.collect_expert(d, TRAJECTORIES, NOISE, PERTURBATION_TRAJECTORIES, seed=i)
+               for i, d in enumerate(experts)]
+    path = tmp_path_factory.mktemp("data") / "npmp.h5"
+    data.write_dataset(path, results, data.estimate_delta_std(results), {"note": "test"})
+    return results, path
+
+
+def test_expert_loads_newest_checkpoint_and_acts_with_its_mean(experts):
+    expert = Expert(experts[0])
+    assert expert.snippet == SNIPPETS[0] and expert.steps == 150
+    assert (expert.state_dim, expert.action_dim) == (224, 56)
+    obs = np.random.default_rng(0).standard_normal((3, expert.layout.dim)).astype(np.float32)
+    mean = expert.mean_action(obs)
+    expected = torch.tanh(expert.policy(torch.as_tensor(obs)).mean).numpy()
+    np.testing.assert_allclose(mean, expected, rtol=1e-6)
+    assert mean.shape == (3, 56) and np.abs(mean).max() <= 1
+    with pytest.raises(ConfigError, match="not a single-snippet mocap tracking expert"):
+        (experts[0] / "bad").mkdir()
+        cfg = json.loads((experts[0] / "config.json").read_text())
+        cfg["run"]["env"] = "cartpole-swingup"
+        (experts[0] / "bad" / "config.json").write_text(json.dumps(cfg))
+        Expert(experts[0] / "bad")
+
+
+def test_jacobian_matches_finite_differences_in_float64(experts):
+    expert = Expert(experts[0], dtype=torch.float64)
+    nominal = data.rollout(expert, expert.make_env(0), 0.0, np.random.default_rng(0), with_jacobians=True)
+    flat = expert.flat_obs(nominal["states"][3], nominal["task"][3]).astype(np.float64)
+    a_star, jacobian = expert.mean_action_and_jacobian(flat)
+    assert jacobian.shape == (56, 224)
+    np.testing.assert_allclose(a_star, expert.mean_action(flat), rtol=1e-12)
+    delta = 1e-6 * np.random.default_rng(1).standard_normal(224)
+    moved = flat.copy()
+    moved[expert.proprio] += delta
+    np.testing.assert_allclose(expert.mean_action(moved) - a_star, jacobian @ delta, rtol=1e-4, atol=1e-12)
+    # column by column against central differences; the time in the clip is not a state dimension
+    eps = 1e-6
+    for j in (0, 100, 223):
+        up, down = flat.copy(), flat.copy()
+        up[expert.proprio.start + j] += eps
+        down[expert.proprio.start + j] -= eps
+        fd = (expert.mean_action(up) - expert.mean_action(down)) / (2 * eps)
+        np.testing.assert_allclose(jacobian[:, j], fd, rtol=1e-5, atol=1e-9)
+
+
+def test_bc_rollouts_log_the_mean_action_at_the_visited_noisy_states(experts, collected):
+    expert = Expert(experts[0])
+    bc = collected[0][0]["bc"]
+    steps = len(bc["actions"])
+    assert len(bc["states"]) == steps + len(bc["lengths"]) and bc["lengths"].sum() == steps
+    # states s_0..s_{T_i} of each rollout; the mean action at every state that has one
+    offsets = np.concatenate([[0], np.cumsum(bc["lengths"] + 1)])
+    with_action = np.concatenate([np.arange(o, o + n) for o, n in zip(offsets[:-1], bc["lengths"])])
+    recomputed = expert.mean_action(expert.flat_obs(bc["states"][with_action], bc["task"][with_action]))
+    np.testing.assert_allclose(bc["expert_actions"], recomputed, atol=1e-5)
+    # the executed actions are the noisy ones, not the logged targets
+    noise = bc["actions"] - bc["expert_actions"]
+    inside = np.abs(bc["actions"]) < 1  # clipping shrinks the noise at the bounds
+    assert 0.7 * NOISE < noise[inside].std() < 1.3 * NOISE
+    assert np.abs(bc["actions"]).max() <= 1
+    # the logged states are the ones the executed actions visit: replaying them in a fresh env reproduces them
+    env = expert.make_env(123)
+    obs, _ = env.reset(seed=7)
+    replayed = [expert.layout.flatten(obs)[expert.proprio]]
+    for action in bc["actions"][:bc["lengths"][0]]:
+        obs, *_ = env.step(action)
+        replayed.append(expert.layout.flatten(obs)[expert.proprio])
+    np.testing.assert_allclose(np.array(replayed), bc["states"][:bc["lengths"][0] + 1], atol=1e-4)
+
+
+def test_nominal_trajectory_is_noise_free_with_jacobians(experts, collected):
+    nominal = collected[0][0]["nominal"]
+    T = nominal["lengths"][0]
+    assert nominal["states"].shape == (T + 1, 224) and nominal["jacobians"].shape == (T, 56, 224)
+    np.testing.assert_array_equal(nominal["actions"], nominal["expert_actions"])
+    expert = Expert(experts[0])
+    a_star, jacobian = expert.mean_action_and_jacobian(expert.flat_obs(nominal["states"][1], nominal["task"][1]))
+    np.testing.assert_allclose(nominal["jacobians"][1], jacobian, rtol=1e-5, atol=1e-7)
+
+
+def test_delta_is_the_pooled_mean_square_deviation_from_the_nominal_states(collected):
+    results, path = collected
+    squares = []
+    for result in results:
+        nominal, bc = result["nominal"]["states"], result["bc"]
+        offsets = np.concatenate([[0], np.cumsum(bc["lengths"] + 1)])
+        for i in range(PERTURBATION_TRAJECTORIES):  # the first few noisy rollouts of every expert
+            states = bc["states"][offsets[i]:offsets[i + 1]]
+            n = min(len(states), len(nominal))
+            np.testing.assert_array_equal(states[0], nominal[0])  # the shared clip start
+            squares.append((states[1:n].astype(np.float64) - nominal[1:n]) ** 2)
+    expected = np.sqrt(np.concatenate(squares).mean(0))
+    with h5py.File(path, "r") as f:
+        np.testing.assert_allclose(f["delta_std"][()], expected, rtol=1e-5)
+    assert expected.max() > 0
+    with pytest.raises(ConfigError, match="no state deviations"):
+        data.estimate_delta_std([{**r, "attrs": {**r["attrs"], "deviation_count": 0}} for r in results])
+
+
+def test_hdf5_roundtrip_and_masks_of_short_trajectories(collected):
+    results, path = collected
+    with h5py.File(path, "r") as f:
+        assert f.attrs["format"] == data.FORMAT and f.attrs["state_dim"] == 224
+        for result in results:
+            group = f[result["snippet"]]
+            for part in ("bc", "nominal"):
+                for key, array in result[part].items():
+                    np.testing.assert_array_equal(group[part][key][()], array)
+            assert group.attrs["expert_steps"] == 150 and group.attrs["action_noise_std"] == NOISE
+            assert group.attrs["nominal_steps"] == result["nominal"]["lengths"][0]
+    dataset = NPMPDataset(path)
+    assert dataset.snippets == sorted(SNIPPETS)
+    bc = results[0]["bc"]
+    lengths = [len(dataset.trajectory(s, "bc", i)["actions"]) for s in dataset.snippets for i in range(TRAJECTORIES)]
+    length = max(lengths) + 3  # longer than every trajectory: every window is padded
+    states, actions, mask = dataset.sample_bc(64, length, torch.Generator().manual_seed(0))
+    assert states.shape == (64, length + LOOKAHEAD, 224) and actions.shape == (64, length, 56)
+    trajectories = [dataset.trajectory(s, "bc", i) for s in dataset.snippets for i in range(TRAJECTORIES)]
+    for row in range(64):
+        # a window longer than its trajectory starts at s_0: find it by its states, then check mask and padding
+        match = [t for t in trajectories if len(t["states"]) <= length + LOOKAHEAD
+                 and np.array_equal(states[row, :len(t["states"])].numpy(), t["states"])]
+        assert match, "every window is a stored trajectory"
+        t = match[0]
+        T = len(t["actions"])
+        valid = T - LOOKAHEAD + 1
+        np.testing.assert_array_equal(mask[row].numpy(), np.arange(length) < valid)
+        np.testing.assert_array_equal(actions[row, :valid].numpy(), t["expert_actions"][:valid])
+        assert not actions[row, valid:].any() and not states[row, T + 1:].any()
+    np.testing.assert_array_equal(dataset.trajectory(SNIPPETS[0], "bc", 0)["states"],
+                                  bc["states"][:bc["lengths"][0] + 1])
+
+
+def test_lfpc_targets_are_linear_feedback_and_match_finite_differences(experts, collected, tmp_path):
+    results, _ = collected
+    small = np.full(224, 1e-3, np.float32)  # a small Delta: mu_E(s* + d) - mu_E(s*) ~ J* d
+    path = data.write_dataset(tmp_path / "small.h5", results, small, {})
+    dataset = NPMPDataset(path, snippets=[SNIPPETS[0]])
+    nominal = dataset.trajectory(SNIPPETS[0])
+    B, P, L = 3, 4, 4
+    states, targets, mask = dataset.sample_lfpc(B, L, P, torch.Generator().manual_seed(0))
+    assert states.shape == (B * P, L + LOOKAHEAD, 224) and targets.shape == (B * P, L, 56)
+    expert = Expert(experts[0], dtype=torch.float64)
+    for row in range(B * P):
+        start = int(np.argmin(np.abs(nominal["states"] - states[row, 0].numpy()).sum(1)))
+        for t in range(L):
+            if not mask[row, t]:
+                continue
+            s_star = nominal["states"][start + t].astype(np.float64)
+            delta = states[row, t].double().numpy() - s_star
+            assert 0 < np.abs(delta).max() < 1e-2  # perturbed, at Delta's scale
+            flat = expert.flat_obs(s_star, nominal["task"][start + t].astype(np.float64))
+            moved = flat.copy()
+            moved[expert.proprio] += delta
+            change = expert.mean_action(moved) - expert.mean_action(flat)
+            target_change = targets[row, t].double().numpy() - nominal["expert_actions"][start + t]
+            np.testing.assert_allclose(target_change, change, atol=1e-3 * np.abs(change).max() + 1e-6)
+        # the look-ahead beyond the targets is perturbed too (x_t + delta_x_t of eq 8.9)
+        beyond = start + L + LOOKAHEAD - 1
+        if beyond < len(nominal["states"]) and mask[row, L - 1]:
+            assert not np.array_equal(states[row, -1].numpy(), nominal["states"][beyond])
+    # the P copies of one subsequence see different perturbations of the same nominal states
+    assert not torch.equal(states[0], states[1]) and torch.allclose(states[0], states[1], atol=0.02)
+
+
+def test_held_out_snippets_are_excluded(collected):
+    results, path = collected
+    dataset = NPMPDataset(path, snippets=[SNIPPETS[1]])
+    held_out = {tuple(np.round(s, 5)) for s in results[0]["bc"]["states"][1:]}
+    states, _, mask = dataset.sample_bc(32, 5, torch.Generator().manual_seed(1))
+    kept = results[1]["bc"]["states"]
+    for row in states[:, 1].numpy():  # s_1 differs between snippets (s_0 is each clip's first frame)
+        assert np.abs(kept - row).sum(1).min() == 0 and tuple(np.round(row, 5)) not in held_out
+    with pytest.raises(ConfigError, match="not in"):
+        NPMPDataset(path, snippets=["01_01-0"])
+    with pytest.raises(ConfigError, match="batch and length"):
+        dataset.sample_bc(0, 5)
+
+
+def test_collect_writes_atomically(experts, tmp_path):
+    out = tmp_path / "all.h5"
+    data.collect(experts[:1], out, trajectories_per_expert=1, action_noise_std=0.1, perturbation_trajectories=1)
+    assert NPMPDataset(out).snippets == [SNIPPETS[0]]
+    before = out.read_bytes()
+    bad = data.collect_expert(experts[0], 1, 0.1, 1, seed=5)
+    with pytest.raises(ConfigError):
+        data.write_dataset(out, [bad, bad], np.ones(224), {})  # two experts for one snippet
+    del bad["nominal"]
+    with pytest.raises(KeyError):
+        data.write_dataset(out, [bad], np.ones(224), {})  # fails while writing: the old file stays whole
+    assert out.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["all.h5"]
