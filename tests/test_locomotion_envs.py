@@ -246,4 +246,79 @@ def test_train_list_shows_the_names():
     assert result.returncode == 0, result.stderr
     for name in locomotion.names():
         assert name in result.stdout
-    assert len(locomotion.names()) == 12
+    assert len(locomotion.names()) == 3 * 5 + 2  # walkers x (3 Ch 7 tasks, target-speed, multitask) + 2 aliases
+    assert envs.make("humanoid", seed=0).observation_space["task"].shape == (3,)
+    assert envs.make("jumping_ball-target-speed", seed=0).observation_space["task"].shape == (1,)
+
+
+# -- seed 000 §8.4 reuse tasks: target-speed, the humanoid aliases, falls -----------------------------------------
+def test_target_speed_reward_is_one_at_the_target_and_falls_off_on_both_sides():
+    assert locomotion.target_speed_reward(2.0, 2.0) == 1.0
+    rewards = [locomotion.target_speed_reward(v, 2.0) for v in (2.0, 2.5, 3.0, 4.0)]
+    assert all(a > b for a, b in zip(rewards, rewards[1:]))
+    assert locomotion.target_speed_reward(1.5, 2.0) == pytest.approx(rewards[1])  # centred: symmetric
+    sigma = locomotion.SPEED_SIGMA
+    assert locomotion.target_speed_reward(2.0 + sigma, 2.0) == pytest.approx(np.exp(-0.5))
+
+    env = envs.make("ant-target-speed", seed=1)
+    obs, _ = env.reset()
+    task, physics = env.task, env.physics
+    target = task.objective.target_speed
+    assert obs["task"].tolist() == [pytest.approx(target)] and 0.0 <= target <= 3.0
+    free = mjcf.get_frame_freejoint(task.walker.mjcf_model)
+    for speed in (target, target + 0.5, target + 1.0):  # horizontal speed in any direction
+        physics.bind(free).qvel[:] = [0.6 * speed, -0.8 * speed, 0.7, 0.0, 0.0, 0.0]
+        physics.forward()
+        before = task.objective.target_speed
+        task.after_step(physics, np.random.RandomState(0))
+        assert task.get_reward(physics) == pytest.approx(locomotion.target_speed_reward(speed, before))
+    assert locomotion.target_speed_reward(target, target) == 1.0
+
+
+def test_target_speed_changes_at_random_times_within_the_range_and_episode_is_20s():
+    changes = []
+    for seed in range(3):
+        env = envs.make("ant-target-speed", seed=seed)
+        obs, _ = env.reset()
+        run = rollout(env, np.zeros((1000, 8)))
+        assert len(run["reward"]) == 400 and run["truncated"][-1] and not any(run["terminated"])  # 20 s / 0.05
+        speeds = np.array([obs["task"][0]] + [t[0] for t in run["task"]])
+        assert speeds.min() >= 0.0 and speeds.max() <= 3.0
+        changes.append(int(np.sum(speeds[1:] != speeds[:-1])))
+        assert "task/speed_error" in run["info"][-1]["episode_metrics"]
+        assert "fell" not in run["info"][-1]  # the ant cannot fall
+    assert 1 <= np.mean(changes) <= 10  # 20 s / SPEED_CHANGE_MEAN = 4 changes expected
+
+
+def test_humanoid_aliases_and_their_falls():
+    env = envs.make("humanoid", seed=0)
+    assert isinstance(env.task.objective, locomotion.MovingTarget) and env.task.ends_on_fall
+    assert not envs.make("cmu_humanoid-moving-target", seed=0).task.ends_on_fall  # Ch 7's rule kept
+    speed_env = envs.make("humanoid-speed", seed=0)
+    assert isinstance(speed_env.task.objective, locomotion.TargetSpeed)
+    assert speed_env.task.objective.speed_range == locomotion.SPEED_RANGE["cmu_humanoid"] == (0.0, 4.0)
+    for env in (env, speed_env):
+        _, info = env.reset()
+        zero = np.zeros(56)
+        _, _, terminated, _, info = env.step(zero)
+        assert not terminated and info["fell"] is False
+        walker, physics = env.task.walker, env.physics
+        walker.set_pose(physics, position=[0.0, 0.0, 0.3],
+                        quaternion=[np.cos(np.pi / 4), 0.0, np.sin(np.pi / 4), 0.0])
+        physics.forward()
+        _, _, terminated, truncated, info = env.step(zero)
+        assert terminated and not truncated and info["fell"] is True
+
+
+@pytest.mark.parametrize("name", ["humanoid", "humanoid-speed", "cmu_humanoid-walk"])
+def test_humanoid_proprio_is_the_tracking_experts_proprio(name):
+    """The NPMP decoder is trained on humanoid-track-time's proprio: the reuse tasks must give the same numbers in
+    the same order."""
+    from envs.mocap import tracking
+
+    track = envs.make(f"{tracking.TIMED_FAMILY}:{tracking.snippet_ids()[0]}", seed=0)
+    env = envs.make(name, seed=0)
+    assert env._keys["proprio"] == track._keys["proprio"]
+    specs = env._env.observation_spec(), track._env.observation_spec()
+    assert [specs[0][k].shape for k in env._keys["proprio"]] == [specs[1][k].shape for k in track._keys["proprio"]]
+    assert env.observation_space["proprio"].shape == track.observation_space["proprio"].shape == (224,)
