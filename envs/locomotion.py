@@ -22,8 +22,9 @@ Names are ``<walker>-<task>``:
     consecutive on-target steps the target respawns elsewhere. Task features: its egocentric position (3).
   - ``target-speed`` (dense, 20 s; seed 000 §8.4 (iii), Fig 8.6b, not a Ch 7 task): "random changing target
     speed, Gaussian reward centred at the target speed". The target speed v* is drawn uniformly from
-    ``SPEED_RANGE[walker]`` (cmu_humanoid 0..4 m/s: standing, walking (~1.3), jogging (~2.5) and running (~3.5-4),
-    the speeds of the shipped CMU clips; jumping_ball and ant 0..3 m/s, up to the walk task's v_t = 3) at the start
+    ``SPEED_RANGE[walker]`` (cmu_humanoid 0..4 m/s: standing, walking, jogging and the slower runs; the shipped CMU
+    snippets walk at 1.2-2.1 m/s and run at 3.2-5 m/s, mean root speed per snippet; jumping_ball and ant 0..3 m/s,
+    up to the walk task's v_t = 3) at the start
     and redrawn at random times: on each control step with probability control_timestep / ``SPEED_CHANGE_MEAN``
     (a Poisson process, one change every 5 s on average; the thesis gives no schedule). Reward
     r = exp(-(v - v*)^2 / (2 sigma^2)) with v the walker's horizontal speed |v_xy| (the norm of the root's planar
