@@ -176,3 +176,38 @@ def test_bad_names_and_options():
         envs.make("humanoid-track", speed=3)
     with pytest.raises(EnvError, match="no mocap data"):
         envs.make("humanoid-track", ref_path="/nonexistent.h5")
+
+
+def test_time_indexed_and_residual_expert_tasks():
+    timed = envs.make(f"humanoid-track-time:{WALK}-0", seed=0, clip_start=True)
+    obs, info = timed.reset()
+    assert obs["task"].shape == (1,) and obs["task"][0] == 0.0 and info["time_step"] == 0
+    assert obs["proprio"].shape == envs.make(f"humanoid-track:{WALK}-0", seed=0).reset()[0]["proprio"].shape
+
+    env = envs.make(f"humanoid-track-residual:{WALK}-0", seed=0, clip_start=True)
+    assert env.residual_scale == tracking.RESIDUAL_SCALE
+    env.reset()
+    with h5py.File(convert.DEFAULT_OUTPUT, "r") as f:
+        angles = f[f"{WALK}-0"]["walkers/walker_0/joints"][()][:, 1]   # the next frame, mocap joint order
+    walker = env._env.task._walker
+    joints = [a.joint for a in walker.actuators]
+    low, high = env.physics.bind(joints).range.T
+    order = [[j.name for j in walker.mocap_joints].index(j.name) for j in joints]
+    np.testing.assert_allclose(env.reference_action(), np.clip(2 * (angles[order] - low) / (high - low) - 1, -1, 1),
+                               atol=1e-6)
+    action = np.linspace(-1, 1, 56).astype(np.float32)
+    np.testing.assert_allclose(env.compose(action),
+                               np.clip(env.reference_action() + tracking.RESIDUAL_SCALE * action, -1, 1))
+    _, _, _, _, info = env.step(action)
+    np.testing.assert_allclose(info["applied_action"], np.clip(
+        env._reference_actions[f"{WALK}-0"][1] + tracking.RESIDUAL_SCALE * action, -1, 1))
+    # the feed-forward controller alone (zero correction) tracks far longer than a limp walker
+    steps, terminated = 0, False
+    env.reset()
+    while not terminated and steps < 200:
+        _, _, terminated, truncated, _ = env.step(np.zeros(56))
+        steps += 1
+        terminated = terminated or truncated
+    assert steps >= 20
+    with pytest.raises(EnvError, match="residual_scale"):
+        envs.make(f"humanoid-track-residual:{WALK}-0", residual_scale=5.0)
