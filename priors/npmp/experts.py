@@ -1,0 +1,470 @@
+"""Clip-tracking experts (seed 000 §8.1): one SVG(0) policy per motion-capture snippet, trained in parallel on Ray.
+
+§8.1 trains one time-indexed tracking policy per clip snippet; the NPMP is then distilled from their rollouts
+(§8.2-8.3). Here an expert is an ordinary ``train.py`` run of ``svg0`` on ``humanoid-track-time:<snippet>``
+(envs/mocap/tracking.py: the CoMic reward, random start along the snippet, early termination) in
+``<root>/<snippet>/`` -- ``config.json``, ``checkpoints/``, TensorBoard events -- with its console output in
+``<root>/<snippet>.log``. The seed leaves the expert learner and its budget open; we use the repo's svg0 defaults
+(agents/svg0.py) with evaluations and checkpoints every 5 000 env steps.
+
+- ``on_ray(fn, items, ...)``: a generic fan-out, one Ray task per item (used for experts, reports and data
+  collection).
+- ``train_experts(snippets, root, steps, ...)``: resumable. A new snippet starts a run; an existing run directory
+  continues from its newest checkpoint exactly as ``train.py --resume DIR --steps N`` does (``train.build`` +
+  ``agents.loop.Trainer``); a run already at ``steps`` or beyond is skipped; a directory whose first checkpoint was
+  never written starts again from step 0 with its saved config. ``--set`` values must agree with an existing
+  run's saved config (a resumed run cannot change its settings).
+- ``expert_report(root, ...)``: each expert's deterministic (mean-action) return from the snippet's first frame,
+  relative to the reference's return, and its mean time before termination.
+
+Reference return: kinematic playback of the snippet (``ReferencePlayback``) scores ``MAX_COMIC_REWARD`` on every
+step, so the reference return of a whole snippet is ``MAX_COMIC_REWARD * full_steps``, where ``full_steps`` (the
+length of an episode that is never terminated: dm_control ends it ``max(ref_steps) + 1`` frames before the
+snippet's last frame) is measured by playing the reference once; the report carries both numbers.
+
+Scale: each task trains one snippet with one torch thread on one CPU (``cpus_per_task=1``); the CMU humanoid runs at
+about 40 env steps/s while svg0 learns, so 1M steps is roughly 7 h per snippet and the pipeline is bounded by
+cores: ``--num-cpus`` (local) or a cluster ``--address`` sets how many snippets train at once. On a real cluster
+every node needs this repository installed (``pip install -e .``) and ``root`` on a shared filesystem; a killed
+task loses at most ``checkpoint_every`` steps and resumes on the next call. Two trainers must never share a run
+directory (nothing locks it).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import difflib
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ENV_FAMILY = "humanoid-track-time"
+AGENT = "svg0"
+# run settings of a new expert (the lead's layout); --set eval_every=... / checkpoint_every=... change them
+RUN_FLAGS = {"eval_every": 5000, "checkpoint_every": 5000}
+
+
+class FanOutError(RuntimeError):
+    """Some items of ``on_ray`` failed; the others completed. ``failures`` maps item names to one-line errors;
+    ``results`` holds every result in item order, ``None`` where the item failed."""
+
+    def __init__(self, failures: dict[str, str], results: list):
+        self.failures, self.results = failures, results
+        lines = "; ".join(f"{name}: {error}" for name, error in failures.items())
+        super().__init__(f"{len(failures)} of {len(results)} failed -- {lines}")
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"
+
+
+def _connect(address: str | None, num_cpus: int | None) -> None:
+    """Join the Ray cluster at ``address`` (``auto``, ``ray://host:port``) or start a local one on ``num_cpus``."""
+    import ray
+
+    from agents.config import ConfigError
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")   # no usage-stats prompt or upload
+    quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
+    if address:
+        if num_cpus is not None:
+            raise ConfigError("num_cpus sizes a local Ray cluster; a cluster at an address has its own CPUs")
+        kwargs = {"address": address, **quiet}
+    else:
+        if num_cpus is not None and num_cpus < 1:
+            raise ConfigError(f"num_cpus must be positive, got {num_cpus}")
+        kwargs = {"num_cpus": num_cpus or os.cpu_count(), "include_dashboard": False, **quiet}
+    try:
+        ray.init(**kwargs)
+    except (ConnectionError, ValueError, RuntimeError, TimeoutError) as e:
+        raise ConfigError(f"cannot {'reach the Ray cluster at ' + address if address else 'start a local Ray cluster'}"
+                          f" ({_one_line(e)})") from None
+
+
+def on_ray(fn, items, address: str | None = None, num_cpus: int | None = None, cpus_per_task: float = 1,
+           label=str, quiet: bool = False) -> list:
+    """``[fn(item) for item in items]`` with one Ray task per item, results in item order.
+
+    ``address`` None starts a local cluster of ``num_cpus`` CPUs (default ``os.cpu_count()``) and shuts it down
+    afterwards; ``"auto"`` or ``"ray://host:port"`` joins a running cluster. If Ray is already initialised in this
+    process, that cluster is used and left running. Each task reserves ``cpus_per_task`` CPUs, so at most
+    ``num_cpus / cpus_per_task`` items run at once. A line per finished item goes to stderr (unless ``quiet``).
+    Items that raise do not stop the others; afterwards ``FanOutError`` names each failed item (``label(item)``)
+    with its error and carries the results of the rest. ``fn`` must be importable by the workers (a module-level
+    function of an installed module), and so must ``items`` and the results (picklable).
+    """
+    import ray
+
+    items = list(items)
+    if not items:
+        return []
+    names = [label(item) for item in items]
+    started = not ray.is_initialized()
+    if started:
+        _connect(address, num_cpus)
+    try:
+        task = ray.remote(num_cpus=cpus_per_task, max_retries=0)(fn)
+        index = {task.options(name=name).remote(item): i for i, (name, item) in enumerate(zip(names, items))}
+        results: list = [None] * len(items)
+        failures: dict[str, str] = {}
+        pending, start = list(index), time.monotonic()
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            i = index[done[0]]
+            try:
+                results[i] = ray.get(done[0])
+                outcome = "done"
+            except ray.exceptions.RayTaskError as e:   # the item's own exception, re-raised with Ray's wrapper
+                cause = e.cause if isinstance(e.cause, BaseException) else e
+                failures[names[i]] = _one_line(cause)
+                outcome = f"FAILED ({failures[names[i]]})"
+            except ray.exceptions.RayError as e:       # the worker died (out of memory, node lost)
+                failures[names[i]] = _one_line(e)
+                outcome = f"FAILED ({failures[names[i]]})"
+            if not quiet:
+                finished = len(items) - len(pending)
+                print(f"[{finished}/{len(items)}] {names[i]} {outcome} after {time.monotonic() - start:.0f} s",
+                      file=sys.stderr, flush=True)
+    finally:
+        if started:
+            ray.shutdown()
+    if failures:
+        raise FanOutError({n: failures[n] for n in names if n in failures}, results)
+    return results
+
+
+# -- training -----------------------------------------------------------------------------------------------------
+def check_snippets(snippets) -> list[str]:
+    """The snippet ids, or one EnvError naming the unknown ones (with close matches)."""
+    from envs import EnvError
+    from envs.mocap.tracking import snippet_ids
+
+    available = snippet_ids()
+    snippets = list(snippets)
+    if not snippets:
+        raise EnvError("no snippets given")
+    unknown = [s for s in snippets if s not in available]
+    if unknown:
+        hints = [f"{s} (did you mean {', '.join(difflib.get_close_matches(s, available, n=2))}?)"
+                 if difflib.get_close_matches(s, available, n=1) else s for s in unknown]
+        raise EnvError(f"unknown snippet(s) {', '.join(hints)}; {len(available)} snippets: "
+                       f"{', '.join(available[:5])}, ... (`python train.py --list`)")
+    return snippets
+
+
+def checkpoint_steps(run_dir: Path) -> int | None:
+    """Env steps of a run's newest checkpoint, None if it has none (counters in state.json; no tensors read)."""
+    from agents import checkpoint
+
+    try:
+        path = checkpoint.latest(Path(run_dir) / "checkpoints")
+        return int(json.loads((path / "state.json").read_text())["counters"]["env_steps"])
+    except checkpoint.CheckpointError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise checkpoint.CheckpointError(f"{run_dir}: newest checkpoint is unreadable ({_one_line(e)})") from None
+
+
+def _check_same_settings(run_dir: Path, seed: int, overrides: dict[str, str]) -> None:
+    """A resumed run keeps its saved config: ``seed`` and ``--set`` values must agree with it."""
+    from agents.config import ConfigError, apply_overrides
+    from agents.loop import RunConfig, load_run_config
+
+    run, agent_config = load_run_config(run_dir)
+    expected_env = f"{ENV_FAMILY}:{run_dir.name}"
+    if run.env != expected_env or run.agent != AGENT:
+        raise ConfigError(f"{run_dir} holds a {run.agent} run on {run.env}, not an expert ({AGENT} on {expected_env})")
+    run_fields = {f.name for f in dataclasses.fields(RunConfig)}
+    wanted_run = apply_overrides(dataclasses.replace(run, seed=seed),
+                                 {k: v for k, v in overrides.items() if k in run_fields})
+    wanted_agent = apply_overrides(agent_config, {k: v for k, v in overrides.items() if k not in run_fields})
+    differ = [f"{k}={getattr(wanted_run, k)!r} (saved {getattr(run, k)!r})" for k in [*run_fields - {"steps"}]
+              if getattr(wanted_run, k) != getattr(run, k)]
+    differ += [f"{f.name}={getattr(wanted_agent, f.name)!r} (saved {getattr(agent_config, f.name)!r})"
+               for f in dataclasses.fields(agent_config) if getattr(wanted_agent, f.name) != getattr(agent_config, f.name)]
+    if differ:
+        raise ConfigError(f"{run_dir} was trained with other settings: {', '.join(sorted(differ))}; a resumed run "
+                          "keeps its config (drop those settings or use another root)")
+
+
+def train_expert(snippet: str, root: str | Path, steps: int, seed: int = 0,
+                 overrides: dict[str, str] | None = None) -> dict:
+    """Train, continue or skip the expert for one snippet in ``<root>/<snippet>`` (one Ray task; also callable
+    directly). Returns {snippet, run_dir, status: new|resumed|restarted|skipped, env_steps, eval_return}."""
+    import torch
+
+    import train
+    from agents.loop import Trainer, load_run_config
+
+    torch.set_num_threads(1)
+    overrides = dict(overrides or {})
+    run_dir = Path(root).resolve() / snippet
+    sets = [f"--set={k}={v}" for k, v in overrides.items()]
+    if (run_dir / "config.json").exists():
+        _check_same_settings(run_dir, seed, overrides)
+        done = checkpoint_steps(run_dir)
+        if done is not None and done >= steps:
+            return {"snippet": snippet, "run_dir": str(run_dir), "status": "skipped", "env_steps": done,
+                    "eval_return": None}
+        if done is None:   # killed before its first checkpoint: nothing to resume, start over with its config
+            run, agent_config = load_run_config(run_dir)
+            run, resume_from, status = dataclasses.replace(run, steps=steps, logdir=str(run_dir)), None, "restarted"
+        else:
+            run, agent_config, resume_from = train.build(train.parse_args(
+                ["--resume", str(run_dir), "--steps", str(steps)]))
+            status = "resumed"
+    else:
+        flags = [f"--{k.replace('_', '-')}={v}" for k, v in RUN_FLAGS.items()]
+        run, agent_config, resume_from = train.build(train.parse_args(
+            ["--env", f"{ENV_FAMILY}:{snippet}", "--agent", AGENT, "--steps", str(steps), "--seed", str(seed),
+             "--logdir", str(run_dir), *flags, *sets]))
+        status = "new"
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(run_dir.parent / f"{snippet}.log", "a") as log, \
+            contextlib.redirect_stderr(log), contextlib.redirect_stdout(log):
+        result = Trainer(run, agent_config, resume_from).train()
+    return {"snippet": snippet, "run_dir": str(run_dir), "status": status, "env_steps": result["env_steps"],
+            "eval_return": result["eval_return"]}
+
+
+@dataclasses.dataclass(frozen=True)
+class _ExpertJob:
+    """One snippet's training job (a picklable Ray item)."""
+    snippet: str
+    root: str
+    steps: int
+    seed: int
+    overrides: dict
+
+    def __str__(self) -> str:
+        return self.snippet
+
+
+def _train_job(job: _ExpertJob) -> dict:
+    return train_expert(job.snippet, job.root, job.steps, job.seed, job.overrides)
+
+
+def train_experts(snippets, root: str | Path, steps: int, address: str | None = None, num_cpus: int | None = None,
+                  seed: int = 0, overrides: dict[str, str] | list[str] | None = None) -> list[dict]:
+    """One svg0 expert per snippet in ``<root>/<snippet>``, trained ``steps`` env steps, one Ray task (1 CPU,
+    1 thread) per snippet; returns ``train_expert``'s dicts in snippet order. ``overrides``: ``{"key": "value"}``
+    or ``["key=value", ...]`` (train.py's ``--set``) for new runs; existing runs must agree with them.
+    Raises EnvError (unknown snippets) or ConfigError before any task starts, FanOutError if a task fails."""
+    import train
+    from agents.config import ConfigError
+
+    snippets = check_snippets(snippets)
+    if steps < 1:
+        raise ConfigError(f"steps must be positive, got {steps}")
+    if isinstance(overrides, (list, tuple)):
+        overrides = train.split_overrides(list(overrides))
+    root = Path(root).resolve()
+    if root.exists() and not root.is_dir():
+        raise ConfigError(f"{root} is not a directory")
+    jobs = [_ExpertJob(s, str(root), steps, seed, dict(overrides or {})) for s in snippets]
+    return on_ray(_train_job, jobs, address=address, num_cpus=num_cpus, cpus_per_task=1)
+
+
+# -- evaluation ---------------------------------------------------------------------------------------------------
+def load_expert(run_dir: str | Path, device: str = "cpu"):
+    """(agent, run config, checkpoint env steps) of the expert in ``run_dir`` from its newest checkpoint: the
+    trainer's own construction (``agents.make`` on the run's env spaces, ``checkpoint.load``)."""
+    import agents
+    import envs
+    from agents import checkpoint
+    from agents.loop import load_run_config
+
+    run_dir = Path(run_dir)
+    run, agent_config = load_run_config(run_dir)
+    meta, state, _ = checkpoint.load(checkpoint.latest(run_dir / "checkpoints"), device=device)
+    env = envs.make(run.env, seed=0)
+    agent = agents.make(run.agent, env.observation_space, env.action_space, agent_config, device)
+    env.close()
+    try:
+        agent.load_state_dict(state["agent"])
+    except (KeyError, RuntimeError, ValueError) as e:
+        raise checkpoint.CheckpointError(f"{run_dir}: checkpoint does not match its config ({_one_line(e)})") from None
+    return agent, run, int(meta["counters"]["env_steps"])
+
+
+def reference_score(snippet: str) -> dict:
+    """The reference's own score on ``snippet`` from its first frame: kinematic playback (every step at the
+    reference). {snippet, full_steps, playback_return, reference_return = MAX_COMIC_REWARD * full_steps}."""
+    import envs
+    from envs.mocap.tracking import MAX_COMIC_REWARD, TrackingEnv
+
+    check_snippets([snippet])
+    env = TrackingEnv([snippet], playback=True, reference="time", clip_start=True, seed=0)
+    env.reset(seed=0)
+    total, steps, done = 0.0, 0, False
+    zero = np.zeros(env.action_space.shape, np.float32)
+    while not done:
+        _, reward, terminated, truncated, _ = env.step(zero)
+        total, steps, done = total + reward, steps + 1, terminated or truncated
+    env.close()
+    if terminated:
+        raise envs.EnvError(f"{snippet}: kinematic playback terminated at step {steps}; the snippet's data is broken")
+    return {"snippet": snippet, "full_steps": steps, "playback_return": total,
+            "reference_return": MAX_COMIC_REWARD * steps}
+
+
+def evaluate_expert(run_dir: str | Path, episodes: int = 5) -> dict:
+    """The expert in ``run_dir`` acting deterministically (its mean action) from the snippet's first frame for
+    ``episodes`` episodes, against the reference (``reference_score``)."""
+    import torch
+
+    import envs
+    from agents.config import ConfigError
+    from agents.observations import ObsLayout
+
+    if episodes < 1:
+        raise ConfigError(f"episodes must be positive, got {episodes}")
+    torch.set_num_threads(1)
+    agent, run, env_steps = load_expert(run_dir)
+    snippet = run.env.partition(":")[2]
+    reference = reference_score(snippet)
+    env = envs.make(run.env, seed=run.seed, clip_start=True)
+    layout = ObsLayout(env.observation_space)
+    seconds_per_step = env._env.control_timestep() * run.action_repeat   # dm_env's control step (the data's dt)
+    returns, lengths, terminations = [], [], []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=run.seed + 20_000 + episode)
+        total, length, done = 0.0, 0, False
+        while not done:
+            action, _ = agent.act(layout.flatten(obs), deterministic=True)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total, length, done = total + reward, length + 1, terminated or truncated
+        returns.append(total)
+        lengths.append(length)
+        terminations.append(bool(terminated))
+    env.close()
+    mean_return = float(np.mean(returns))
+    return {"snippet": snippet, "run_dir": str(run_dir), "env_steps": env_steps, "episodes": episodes,
+            "return": mean_return, "return_std": float(np.std(returns)),
+            "reference_return": reference["reference_return"], "playback_return": reference["playback_return"],
+            "relative_return": mean_return / reference["reference_return"],
+            "full_steps": reference["full_steps"], "mean_steps": float(np.mean(lengths)),
+            "mean_seconds": float(np.mean(lengths)) * seconds_per_step,
+            "termination_fraction": float(np.mean(terminations))}
+
+
+def expert_dirs(root: str | Path, snippets=None) -> list[Path]:
+    """Run directories of the experts under ``root`` that have a checkpoint (all, or those of ``snippets``)."""
+    from agents.config import ConfigError
+
+    root = Path(root)
+    if not root.is_dir():
+        raise ConfigError(f"no experts directory {root}")
+    found = {p.name: p for p in sorted(root.iterdir())
+             if (p / "config.json").is_file() and checkpoint_steps(p) is not None}
+    if snippets is None:
+        if not found:
+            raise ConfigError(f"no expert with a checkpoint under {root}")
+        return list(found.values())
+    missing = [s for s in snippets if s not in found]
+    if missing:
+        raise ConfigError(f"no expert with a checkpoint for {', '.join(missing)} under {root}")
+    return [found[s] for s in snippets]
+
+
+def expert_report(root: str | Path, snippets=None, episodes: int = 5, use_ray: bool = False,
+                  address: str | None = None, num_cpus: int | None = None) -> list[dict]:
+    """``evaluate_expert`` for every expert under ``root`` (or those of ``snippets``), in directory order; in this
+    process, or one Ray task per expert with ``use_ray`` (or an ``address``)."""
+    dirs = expert_dirs(root, snippets)
+    if use_ray or address:
+        return on_ray(_evaluate_job, [(str(d), episodes) for d in dirs], address=address, num_cpus=num_cpus,
+                      label=lambda job: Path(job[0]).name)
+    return [evaluate_expert(d, episodes) for d in dirs]
+
+
+def _evaluate_job(job: tuple[str, int]) -> dict:
+    return evaluate_expert(*job)
+
+
+# -- command line (mounted by priors/npmp/__main__.py) -------------------------------------------------------------
+def add_experts_parser(subparsers) -> None:
+    """``experts`` (train/resume) and ``report-experts`` subcommands."""
+    p = subparsers.add_parser("experts", help="train or continue one svg0 tracking expert per snippet on Ray")
+    p.add_argument("--snippets", nargs="+", metavar="ID", help="snippet ids, e.g. 07_01-0 09_01-0")
+    p.add_argument("--all", action="store_true", help="every snippet in data/mocap")
+    p.add_argument("--steps", type=int, required=True, help="env steps per expert (existing runs continue to it)")
+    p.add_argument("--root", default="runs/experts", help="one run directory per snippet (default runs/experts)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--address", help="Ray cluster to join: auto or ray://host:port (default: a local cluster)")
+    p.add_argument("--num-cpus", type=int, help="CPUs of the local cluster (default: all); one expert per CPU")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                   help="svg0 or run setting for new experts, e.g. --set hidden=256,256 (repeatable)")
+    p.set_defaults(handler=run_experts)
+    r = subparsers.add_parser("report-experts", help="each expert's return relative to the reference and its "
+                                                     "mean time before termination")
+    r.add_argument("--root", default="runs/experts")
+    r.add_argument("--snippets", nargs="+", metavar="ID", help="only these experts (default: all under --root)")
+    r.add_argument("--episodes", type=int, default=5)
+    r.add_argument("--out", help="also write the report as JSON to this file")
+    r.add_argument("--ray", action="store_true", help="one Ray task per expert (implied by --address)")
+    r.add_argument("--address")
+    r.add_argument("--num-cpus", type=int)
+    r.set_defaults(handler=run_report)
+
+
+def _errors():
+    from agents.checkpoint import CheckpointError
+    from agents.config import ConfigError
+    from envs import EnvError
+
+    return ConfigError, EnvError, CheckpointError, FanOutError
+
+
+def run_experts(args: argparse.Namespace) -> int:
+    try:
+        if args.all == bool(args.snippets):
+            from agents.config import ConfigError
+
+            raise ConfigError("give --snippets ID ... or --all (not both)")
+        from envs.mocap.tracking import snippet_ids
+
+        snippets = snippet_ids() if args.all else args.snippets
+        results = train_experts(snippets, args.root, args.steps, address=args.address, num_cpus=args.num_cpus,
+                                seed=args.seed, overrides=args.overrides)
+    except _errors() as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2 if not isinstance(e, FanOutError) else 1
+    for r in results:
+        evaluation = "" if r["eval_return"] is None else f", eval return {r['eval_return']:.1f}"
+        print(f"{r['snippet']}: {r['status']}, {r['env_steps']} env steps{evaluation} ({r['run_dir']})")
+    return 0
+
+
+def format_report(rows: list[dict]) -> str:
+    lines = [f"{'snippet':<16}{'env steps':>10}{'return':>9}{'reference':>10}{'relative':>9}"
+             f"{'steps':>8}{'of':>5}{'seconds':>9}{'terminated':>11}"]
+    for r in rows:
+        lines.append(f"{r['snippet']:<16}{r['env_steps']:>10}{r['return']:>9.1f}{r['reference_return']:>10.1f}"
+                     f"{r['relative_return']:>9.2f}{r['mean_steps']:>8.1f}{r['full_steps']:>5}"
+                     f"{r['mean_seconds']:>9.2f}{r['termination_fraction']:>11.2f}")
+    if rows:
+        lines.append(f"{len(rows)} experts; mean relative return "
+                     f"{np.mean([r['relative_return'] for r in rows]):.3f}")
+    return "\n".join(lines)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    try:
+        rows = expert_report(args.root, args.snippets, args.episodes, use_ray=args.ray, address=args.address,
+                             num_cpus=args.num_cpus)
+    except _errors() as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2 if not isinstance(e, FanOutError) else 1
+    print(format_report(rows))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(rows, indent=1))
+    return 0
