@@ -165,6 +165,17 @@ def test_hdf5_roundtrip_and_masks_of_short_trajectories(collected):
         assert not actions[row, valid:].any() and not states[row, T + 1:].any()
     np.testing.assert_array_equal(dataset.trajectory(SNIPPETS[0], "bc", 0)["states"],
                                   bc["states"][:bc["lengths"][0] + 1])
+    # one-step windows: any valid step t of any trajectory, s_{t..t+K} and mu_E(s_t), all with mask 1
+    states, actions, mask = dataset.sample_bc(64, 1, torch.Generator().manual_seed(2))
+    assert mask.all()
+    starts = set()
+    for row in range(64):
+        found = [(i, t) for i, tr in enumerate(trajectories) for t in range(len(tr["actions"]) - LOOKAHEAD + 1)
+                 if np.array_equal(states[row].numpy(), tr["states"][t:t + LOOKAHEAD + 1])
+                 and np.array_equal(actions[row, 0].numpy(), tr["expert_actions"][t])]
+        assert found
+        starts.add(found[0][1])
+    assert len(starts) > 1  # not only the clip start
 
 
 def test_lfpc_targets_are_linear_feedback_and_match_finite_differences(experts, collected, tmp_path):

@@ -356,16 +356,16 @@ class NPMPDataset:
         if perturbations < 1:
             raise ConfigError(f"perturbations must be >= 1, got {perturbations}")
         state_index, action_index, state_ok, mask = self.nominal.windows(batch, length, generator)
-        repeat = lambda x: x.repeat_interleave(perturbations, dim=0)  # noqa: E731
-        state_index, action_index, state_ok, mask = map(repeat, (state_index, action_index, state_ok, mask))
+        P, K = perturbations, LOOKAHEAD
         gen_device = generator.device if generator is not None else torch.device("cpu")
-        noise = torch.randn((*state_index.shape, self.state_dim), generator=generator, device=gen_device)
-        delta = noise.to(self.device) * self.delta_std * state_ok[..., None]
-        states = (self.nominal.data["states"][state_index] + delta) * state_ok[..., None]
-        jacobians = self.nominal.data["jacobians"][action_index]  # [B*P, L, A, S]
-        targets = self.nominal.data["expert_actions"][action_index] + torch.einsum(
-            "blas,bls->bla", jacobians, delta[:, :length])
-        return states, targets * mask[..., None], mask
+        noise = torch.randn((batch, P, length + K, self.state_dim), generator=generator, device=gen_device)
+        ok = state_ok[:, None, :, None]  # padding stays zero
+        delta = noise.to(self.device) * self.delta_std * ok  # [B, P, L+K, S]
+        states = (self.nominal.data["states"][state_index][:, None] + delta) * ok
+        # J* gathered once per subsequence, not per perturbation: [B, L, A, S] is the large array here
+        feedback = torch.einsum("blas,bpls->bpla", self.nominal.data["jacobians"][action_index], delta[:, :, :length])
+        targets = (self.nominal.data["expert_actions"][action_index][:, None] + feedback) * mask[:, None, :, None]
+        return states.flatten(0, 1), targets.flatten(0, 1), mask.repeat_interleave(P, dim=0)
 
     def trajectory(self, snippet: str, part: str = "nominal", index: int = 0) -> dict[str, np.ndarray]:
         """One stored trajectory as numpy arrays (e.g. the nominal states for one-shot imitation)."""
