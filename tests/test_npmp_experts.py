@@ -70,6 +70,12 @@ def test_train_resume_skip_and_report(tmp_path, local_ray):
         assert r["termination_fraction"] > 0 or r["mean_steps"] == r["full_steps"]
     assert "mean relative return" in experts.format_report(report)
 
+    # the command, in this process (no Ray), for one expert; the JSON matches the Ray report (deterministic)
+    out = tmp_path / "report.json"
+    assert run("report-experts", "--root", str(root), "--snippets", SNIPPETS[0], "--episodes", "2",
+               "--out", str(out)) == 0
+    assert json.loads(out.read_text()) == [pytest.approx(report[0])]
+
 
 def test_failing_item_is_named_and_others_complete(capsys):
     import ray
@@ -85,20 +91,24 @@ def test_failing_item_is_named_and_others_complete(capsys):
     assert not ray.is_initialized()   # the local cluster it started is shut down
 
 
-def cli(*argv):
+def cli(*argv, default_snippets=None):
     parser = argparse.ArgumentParser()
-    experts.add_experts_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return args.handler(args)
+    experts.add_experts_parser(parser.add_subparsers(dest="command", required=True), default_snippets)
+    return parser.parse_args(argv)
+
+
+def run(*argv):
+    return experts.run_experts(cli(*argv))
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys):
-    assert cli("experts", "--snippets", "07_01-0", "09_01", "--steps", "100", "--root", str(tmp_path)) == 2
+    assert run("experts", "--snippets", "07_01-0", "09_01", "--steps", "100", "--root", str(tmp_path)) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: unknown snippet(s) 09_01") and "\n" not in err
-    assert cli("experts", "--steps", "100", "--root", str(tmp_path)) == 2
+    assert run("experts", "--steps", "100", "--root", str(tmp_path)) == 2
     assert "--snippets" in capsys.readouterr().err
-    assert cli("report-experts", "--root", str(tmp_path / "missing")) == 2
+    assert cli("experts", "--steps", "1", default_snippets=["07_01-0"]).snippets == ["07_01-0"]
+    assert run("report-experts", "--root", str(tmp_path / "missing")) == 2
     assert capsys.readouterr().err.strip() == f"error: no experts directory {tmp_path / 'missing'}"
     with pytest.raises(EnvError, match="unknown snippet"):
         experts.check_snippets(["07_01-0", "nope"])

@@ -273,27 +273,6 @@ def train_experts(snippets, root: str | Path, steps: int, address: str | None = 
 
 
 # -- evaluation ---------------------------------------------------------------------------------------------------
-def load_expert(run_dir: str | Path, device: str = "cpu"):
-    """(agent, run config, checkpoint env steps) of the expert in ``run_dir`` from its newest checkpoint: the
-    trainer's own construction (``agents.make`` on the run's env spaces, ``checkpoint.load``)."""
-    import agents
-    import envs
-    from agents import checkpoint
-    from agents.loop import load_run_config
-
-    run_dir = Path(run_dir)
-    run, agent_config = load_run_config(run_dir)
-    meta, state, _ = checkpoint.load(checkpoint.latest(run_dir / "checkpoints"), device=device)
-    env = envs.make(run.env, seed=0)
-    agent = agents.make(run.agent, env.observation_space, env.action_space, agent_config, device)
-    env.close()
-    try:
-        agent.load_state_dict(state["agent"])
-    except (KeyError, RuntimeError, ValueError) as e:
-        raise checkpoint.CheckpointError(f"{run_dir}: checkpoint does not match its config ({_one_line(e)})") from None
-    return agent, run, int(meta["counters"]["env_steps"])
-
-
 def reference_score(snippet: str) -> dict:
     """The reference's own score on ``snippet`` from its first frame: kinematic playback (every step at the
     reference). {snippet, full_steps, playback_return, reference_return = MAX_COMIC_REWARD * full_steps}."""
@@ -316,37 +295,34 @@ def reference_score(snippet: str) -> dict:
 
 
 def evaluate_expert(run_dir: str | Path, episodes: int = 5) -> dict:
-    """The expert in ``run_dir`` acting deterministically (its mean action) from the snippet's first frame for
-    ``episodes`` episodes, against the reference (``reference_score``)."""
+    """The expert in ``run_dir`` (newest checkpoint, ``priors.npmp.data.Expert``) acting deterministically -- its
+    mean action, as in §8.1-8.2 -- from the snippet's first frame for ``episodes`` episodes, against the reference
+    (``reference_score``)."""
     import torch
 
-    import envs
     from agents.config import ConfigError
-    from agents.observations import ObsLayout
+    from priors.npmp.data import Expert
 
     if episodes < 1:
         raise ConfigError(f"episodes must be positive, got {episodes}")
     torch.set_num_threads(1)
-    agent, run, env_steps = load_expert(run_dir)
-    snippet = run.env.partition(":")[2]
-    reference = reference_score(snippet)
-    env = envs.make(run.env, seed=run.seed, clip_start=True)
-    layout = ObsLayout(env.observation_space)
-    seconds_per_step = env._env.control_timestep() * run.action_repeat   # dm_env's control step (the data's dt)
+    expert = Expert(run_dir)
+    reference = reference_score(expert.snippet)
+    env = expert.make_env(seed=0)
+    seconds_per_step = env._env.control_timestep() * expert.action_repeat   # the dm_env's control step (data dt)
     returns, lengths, terminations = [], [], []
     for episode in range(episodes):
-        obs, _ = env.reset(seed=run.seed + 20_000 + episode)
+        obs, _ = env.reset(seed=20_000 + episode)
         total, length, done = 0.0, 0, False
         while not done:
-            action, _ = agent.act(layout.flatten(obs), deterministic=True)
-            obs, reward, terminated, truncated, _ = env.step(action)
+            obs, reward, terminated, truncated, _ = env.step(expert.mean_action(expert.layout.flatten(obs)))
             total, length, done = total + reward, length + 1, terminated or truncated
         returns.append(total)
         lengths.append(length)
         terminations.append(bool(terminated))
     env.close()
     mean_return = float(np.mean(returns))
-    return {"snippet": snippet, "run_dir": str(run_dir), "env_steps": env_steps, "episodes": episodes,
+    return {"snippet": expert.snippet, "run_dir": str(run_dir), "env_steps": expert.steps, "episodes": episodes,
             "return": mean_return, "return_std": float(np.std(returns)),
             "reference_return": reference["reference_return"], "playback_return": reference["playback_return"],
             "relative_return": mean_return / reference["reference_return"],
@@ -390,10 +366,13 @@ def _evaluate_job(job: tuple[str, int]) -> dict:
 
 
 # -- command line (mounted by priors/npmp/__main__.py) -------------------------------------------------------------
-def add_experts_parser(subparsers) -> None:
-    """``experts`` (train/resume) and ``report-experts`` subcommands."""
+def add_experts_parser(subparsers, default_snippets=None) -> None:
+    """``experts`` (train/resume) and ``report-experts`` subcommands; ``run_experts(args)`` runs either.
+    ``default_snippets``: what ``experts`` trains without ``--snippets`` / ``--all`` (None: one of them is needed)."""
     p = subparsers.add_parser("experts", help="train or continue one svg0 tracking expert per snippet on Ray")
-    p.add_argument("--snippets", nargs="+", metavar="ID", help="snippet ids, e.g. 07_01-0 09_01-0")
+    p.add_argument("--snippets", nargs="+", metavar="ID", default=list(default_snippets or []) or None,
+                   help="snippet ids, e.g. 07_01-0 09_01-0" + (f" (default: {' '.join(default_snippets)})"
+                                                              if default_snippets else ""))
     p.add_argument("--all", action="store_true", help="every snippet in data/mocap")
     p.add_argument("--steps", type=int, required=True, help="env steps per expert (existing runs continue to it)")
     p.add_argument("--root", default="runs/experts", help="one run directory per snippet (default runs/experts)")
@@ -402,7 +381,7 @@ def add_experts_parser(subparsers) -> None:
     p.add_argument("--num-cpus", type=int, help="CPUs of the local cluster (default: all); one expert per CPU")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                    help="svg0 or run setting for new experts, e.g. --set hidden=256,256 (repeatable)")
-    p.set_defaults(handler=run_experts)
+    p.set_defaults(experts_action="train")
     r = subparsers.add_parser("report-experts", help="each expert's return relative to the reference and its "
                                                      "mean time before termination")
     r.add_argument("--root", default="runs/experts")
@@ -412,7 +391,7 @@ def add_experts_parser(subparsers) -> None:
     r.add_argument("--ray", action="store_true", help="one Ray task per expert (implied by --address)")
     r.add_argument("--address")
     r.add_argument("--num-cpus", type=int)
-    r.set_defaults(handler=run_report)
+    r.set_defaults(experts_action="report")
 
 
 def _errors():
@@ -424,13 +403,16 @@ def _errors():
 
 
 def run_experts(args: argparse.Namespace) -> int:
+    """Run the ``experts`` or ``report-experts`` subcommand parsed by ``add_experts_parser``; the exit status."""
+    if args.experts_action == "report":
+        return _run_report(args)
     try:
-        if args.all == bool(args.snippets):
-            from agents.config import ConfigError
-
-            raise ConfigError("give --snippets ID ... or --all (not both)")
         from envs.mocap.tracking import snippet_ids
 
+        if not args.all and not args.snippets:
+            from agents.config import ConfigError
+
+            raise ConfigError("give --snippets ID ... or --all")
         snippets = snippet_ids() if args.all else args.snippets
         results = train_experts(snippets, args.root, args.steps, address=args.address, num_cpus=args.num_cpus,
                                 seed=args.seed, overrides=args.overrides)
@@ -456,7 +438,7 @@ def format_report(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run_report(args: argparse.Namespace) -> int:
+def _run_report(args: argparse.Namespace) -> int:
     try:
         rows = expert_report(args.root, args.snippets, args.episodes, use_ray=args.ray, address=args.address,
                              num_cpus=args.num_cpus)
