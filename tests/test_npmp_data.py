@@ -16,6 +16,7 @@ from priors.npmp import data
 from priors.npmp.data import LOOKAHEAD, Expert, NPMPDataset
 
 SNIPPETS = ("07_01-0", "09_01-0")
+FAMILIES = ("humanoid-track-residual", "humanoid-track-time")  # a residual expert and a plain one
 TRAJECTORIES, PERTURBATION_TRAJECTORIES, NOISE = 4, 2, 0.2
 
 
@@ -23,8 +24,8 @@ TRAJECTORIES, PERTURBATION_TRAJECTORIES, NOISE = 4, 2, 0.2
 def experts(tmp_path_factory):
     root = tmp_path_factory.mktemp("experts")
     dirs = []
-    for i, snippet in enumerate(SNIPPETS):
-        run = RunConfig(env=f"humanoid-track-time:{snippet}", agent="svg0", steps=150, seed=i, device="cpu",
+    for i, (family, snippet) in enumerate(zip(FAMILIES, SNIPPETS)):
+        run = RunConfig(env=f"{family}:{snippet}", agent="svg0", steps=150, seed=i, device="cpu",
                         logdir=str(root / snippet), eval_every=10_000, eval_episodes=1, checkpoint_every=10_000)
         config = SVG0Config(hidden=(32, 32), batch_size=4, learning_starts=50, update_every=4, replay_capacity=1000)
         Trainer(run, config).train()
@@ -42,14 +43,22 @@ def collected(experts, tmp_path_factory):
 
 
 def test_expert_loads_newest_checkpoint_and_acts_with_its_mean(experts):
-    expert = Expert(experts[0])
-    assert expert.snippet == SNIPPETS[0] and expert.steps == 150
-    assert (expert.state_dim, expert.action_dim) == (224, 56)
-    obs = np.random.default_rng(0).standard_normal((3, expert.layout.dim)).astype(np.float32)
-    mean = expert.mean_action(obs)
-    expected = torch.tanh(expert.policy(torch.as_tensor(obs)).mean).numpy()
-    np.testing.assert_allclose(mean, expected, rtol=1e-6)
+    residual, plain = Expert(experts[0]), Expert(experts[1])
+    assert residual.snippet == SNIPPETS[0] and residual.steps == 150 and residual.residual_scale == 0.3
+    assert plain.residual_scale is None
+    assert (residual.state_dim, residual.action_dim) == (224, 56)
+    rng = np.random.default_rng(0)
+    obs = rng.standard_normal((3, residual.layout.dim)).astype(np.float32)
+    mean = plain.mean_action(obs)
+    np.testing.assert_allclose(mean, torch.tanh(plain.policy(torch.as_tensor(obs)).mean).numpy(), rtol=1e-6)
     assert mean.shape == (3, 56) and np.abs(mean).max() <= 1
+    # the residual expert's action is the walker's command: clip(a_ref + scale * tanh(mean), -1, 1)
+    reference = rng.uniform(-1, 1, (3, 56)).astype(np.float32)
+    policy_mean = torch.tanh(residual.policy(torch.as_tensor(obs)).mean).numpy()
+    np.testing.assert_allclose(residual.mean_action(obs, reference), np.clip(reference + 0.3 * policy_mean, -1, 1),
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match="residual expert"):
+        residual.mean_action(obs)
     with pytest.raises(ConfigError, match="not a single-snippet mocap tracking expert"):
         (experts[0] / "bad").mkdir()
         cfg = json.loads((experts[0] / "config.json").read_text())
@@ -58,24 +67,29 @@ def test_expert_loads_newest_checkpoint_and_acts_with_its_mean(experts):
         Expert(experts[0] / "bad")
 
 
-def test_jacobian_matches_finite_differences_in_float64(experts):
-    expert = Expert(experts[0], dtype=torch.float64)
+@pytest.mark.parametrize("which", [0, 1], ids=FAMILIES)
+def test_jacobian_matches_finite_differences_in_float64(experts, which):
+    expert = Expert(experts[which], dtype=torch.float64)
     nominal = data.rollout(expert, expert.make_env(0), 0.0, np.random.default_rng(0), with_jacobians=True)
     flat = expert.flat_obs(nominal["states"][3], nominal["task"][3]).astype(np.float64)
-    a_star, jacobian = expert.mean_action_and_jacobian(flat)
-    assert jacobian.shape == (56, 224)
-    np.testing.assert_allclose(a_star, expert.mean_action(flat), rtol=1e-12)
+    reference = nominal.get("reference_actions", [None] * 4)[3]
+    assert (reference is None) == (which == 1)
+    a_star, jacobian = expert.mean_action_and_jacobian(flat, reference)
+    assert jacobian.shape == (56, 224) and np.abs(jacobian).max() > 0
+    np.testing.assert_allclose(a_star, expert.mean_action(flat, reference), rtol=1e-12)
+    np.testing.assert_allclose(a_star, nominal["expert_actions"][3], atol=1e-6)
     delta = 1e-6 * np.random.default_rng(1).standard_normal(224)
     moved = flat.copy()
     moved[expert.proprio] += delta
-    np.testing.assert_allclose(expert.mean_action(moved) - a_star, jacobian @ delta, rtol=1e-4, atol=1e-12)
+    np.testing.assert_allclose(expert.mean_action(moved, reference) - a_star, jacobian @ delta, rtol=1e-4,
+                               atol=1e-12)
     # column by column against central differences; the time in the clip is not a state dimension
     eps = 1e-6
     for j in (0, 100, 223):
         up, down = flat.copy(), flat.copy()
         up[expert.proprio.start + j] += eps
         down[expert.proprio.start + j] -= eps
-        fd = (expert.mean_action(up) - expert.mean_action(down)) / (2 * eps)
+        fd = (expert.mean_action(up, reference) - expert.mean_action(down, reference)) / (2 * eps)
         np.testing.assert_allclose(jacobian[:, j], fd, rtol=1e-5, atol=1e-9)
 
 
@@ -87,7 +101,8 @@ def test_bc_rollouts_log_the_mean_action_at_the_visited_noisy_states(experts, co
     # states s_0..s_{T_i} of each rollout; the mean action at every state that has one
     offsets = np.concatenate([[0], np.cumsum(bc["lengths"] + 1)])
     with_action = np.concatenate([np.arange(o, o + n) for o, n in zip(offsets[:-1], bc["lengths"])])
-    recomputed = expert.mean_action(expert.flat_obs(bc["states"][with_action], bc["task"][with_action]))
+    recomputed = expert.mean_action(expert.flat_obs(bc["states"][with_action], bc["task"][with_action]),
+                                    bc["reference_actions"])
     np.testing.assert_allclose(bc["expert_actions"], recomputed, atol=1e-5)
     # the executed actions are the noisy ones, not the logged targets
     noise = bc["actions"] - bc["expert_actions"]
@@ -99,7 +114,7 @@ def test_bc_rollouts_log_the_mean_action_at_the_visited_noisy_states(experts, co
     obs, _ = env.reset(seed=7)
     replayed = [expert.layout.flatten(obs)[expert.proprio]]
     for action in bc["actions"][:bc["lengths"][0]]:
-        obs, *_ = env.step(action)
+        obs, *_ = env.step(expert.env_action(action, env.reference_action()))
         replayed.append(expert.layout.flatten(obs)[expert.proprio])
     np.testing.assert_allclose(np.array(replayed), bc["states"][:bc["lengths"][0] + 1], atol=1e-4)
 
@@ -110,7 +125,8 @@ def test_nominal_trajectory_is_noise_free_with_jacobians(experts, collected):
     assert nominal["states"].shape == (T + 1, 224) and nominal["jacobians"].shape == (T, 56, 224)
     np.testing.assert_array_equal(nominal["actions"], nominal["expert_actions"])
     expert = Expert(experts[0])
-    a_star, jacobian = expert.mean_action_and_jacobian(expert.flat_obs(nominal["states"][1], nominal["task"][1]))
+    a_star, jacobian = expert.mean_action_and_jacobian(expert.flat_obs(nominal["states"][1], nominal["task"][1]),
+                                                       nominal["reference_actions"][1])
     np.testing.assert_allclose(nominal["jacobians"][1], jacobian, rtol=1e-5, atol=1e-7)
 
 
@@ -199,7 +215,8 @@ def test_lfpc_targets_are_linear_feedback_and_match_finite_differences(experts, 
             flat = expert.flat_obs(s_star, nominal["task"][start + t].astype(np.float64))
             moved = flat.copy()
             moved[expert.proprio] += delta
-            change = expert.mean_action(moved) - expert.mean_action(flat)
+            reference = nominal["reference_actions"][start + t]
+            change = expert.mean_action(moved, reference) - expert.mean_action(flat, reference)
             target_change = targets[row, t].double().numpy() - nominal["expert_actions"][start + t]
             np.testing.assert_allclose(target_change, change, atol=1e-3 * np.abs(change).max() + 1e-6)
         # the look-ahead beyond the targets is perturbed too (x_t + delta_x_t of eq 8.9)
@@ -226,10 +243,10 @@ def test_held_out_snippets_are_excluded(collected):
 
 def test_collect_writes_atomically(experts, tmp_path):
     out = tmp_path / "all.h5"
-    data.collect(experts[:1], out, trajectories_per_expert=1, action_noise_std=0.1, perturbation_trajectories=1)
-    assert NPMPDataset(out).snippets == [SNIPPETS[0]]
+    data.collect(experts[1:], out, trajectories_per_expert=1, action_noise_std=0.1, perturbation_trajectories=1)
+    assert NPMPDataset(out).snippets == [SNIPPETS[1]]
     before = out.read_bytes()
-    bad = data.collect_expert(experts[0], 1, 0.1, 1, seed=5)
+    bad = data.collect_expert(experts[1], 1, 0.1, 1, seed=5)
     with pytest.raises(ConfigError):
         data.write_dataset(out, [bad, bad], np.ones(224), {})  # two experts for one snippet
     del bad["nominal"]

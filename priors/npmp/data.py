@@ -2,7 +2,11 @@
 
 Seed 000_02c29175254ceb0c.txt, Ch 8.2 (transcribed in ../shared/research/seed000.md §8.2):
 - the expert action is the *mean* of the expert's stochastic policy (§8.1). svg0 policies are tanh-squashed
-  Gaussians (agents/distributions.py), so mu_E(s) = tanh(mean(s)), in [-1, 1] (``Expert.mean_action``);
+  Gaussians (agents/distributions.py), so mu_E(s) = tanh(mean(s)), in [-1, 1] (``Expert.mean_action``). Residual
+  experts (``humanoid-track-residual``, a documented departure from the seed in envs/mocap/tracking.py) act through
+  a feed-forward reference controller; their action here is the walker's command -- what the NPMP distils --
+  mu_E(s, t) = clip(a_ref(t) + residual_scale tanh(mean(s)), -1, 1), with a_ref(t) the env's ``reference_action()``
+  at that step (a function of time only, so d mu_E / d s goes through the policy and the clip);
 - behavioural cloning from noisy rollouts ("a version of this is equivalent to DART"; eq 8.4): run the expert from
   the start of its clip executing a_t = clip(mu_E(s_t) + eta_t, -1, 1), eta_t ~ N(0, sigma^2 I), and log the
   expert's mean action mu_E(s_t) at the visited state -- never the executed noisy action (``rollout``);
@@ -14,6 +18,9 @@ Seed 000_02c29175254ceb0c.txt, Ch 8.2 (transcribed in ../shared/research/seed000
   Eq 8.11's anti-pattern (targets mu_E(s* + delta_s)) is deliberately not offered.
 
 Choices where the thesis is silent:
+- action space and noise: all logged actions (mean, executed, LFPC targets) are walker commands in [-1, 1], and the
+  noise eta is added there (i.i.d. per actuator, as the thesis's evaluation noise), then converted to the residual
+  env's action (``Expert.env_action``); the executed action logged is the env's ``applied_action``;
 - states: s is the ``proprio`` observation group (what the NPMP model reads, priors/npmp/model.py); the expert's
   other input, the time in the clip (``task``), is logged but never perturbed, and J* is d mu_E / d proprio only;
 - rollouts start at the clip's first frame (``clip_start=True``): the nominal trajectory of eq 8.5 starts at s*_0
@@ -47,6 +54,7 @@ HDF5 layout (one file, written atomically: a temp file in the same directory, fs
         bc/rewards         [sum_i T_i]
         bc/lengths         [N] int64             T_i (actions per rollout)
         bc/terminated      [N] bool              ended by early termination (fall), not by the clip's end
+        bc/reference_actions [sum_i T_i, A]      a_ref(t) (residual experts only; nominal/ too)
         nominal/states, nominal/task, nominal/expert_actions, nominal/actions, nominal/rewards   (one trajectory)
         nominal/jacobians  [T, A, S]             J*_t = d mu_E / d s at s*_t
         nominal/lengths, nominal/terminated       [1]
@@ -76,7 +84,6 @@ FORMAT = "probctl-npmp-data"
 VERSION = 1
 LOOKAHEAD = 5  # K of the NPMP encoder (priors/npmp/model.py)
 STATE_GROUP = "proprio"
-TRAJECTORY_KEYS = ("states", "task", "expert_actions", "actions", "rewards")
 
 
 class Expert:
@@ -93,7 +100,12 @@ class Expert:
         self.device, self.dtype = torch.device(device), dtype
         env = self.make_env(seed=0)
         observation_space, action_space = env.observation_space, env.action_space
+        # humanoid-track-residual experts act through a feed-forward reference controller (envs/mocap/tracking.py)
+        self.residual_scale = getattr(env, "residual_scale", None)
         env.close()
+        if self.residual_scale is not None and self.action_repeat != 1:
+            raise ConfigError(f"{self.run_dir}: a residual expert with action_repeat {self.action_repeat} has no "
+                              "single reference action per step (use action_repeat 1)")
         self.layout = ObsLayout(observation_space)
         if set(self.layout.groups) != {STATE_GROUP, "task"}:
             raise ConfigError(f"{self.run_dir}: expected observation groups proprio and task, got {self.layout.groups}")
@@ -127,30 +139,45 @@ class Expert:
         out[..., self.proprio], out[..., self.task] = states, task
         return out
 
-    def _mean(self, obs: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.policy(obs).mean)
+    def _tensor(self, x) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(x), device=self.device).to(self.dtype)
 
-    def _tensor(self, flat_obs) -> torch.Tensor:
-        return torch.as_tensor(np.asarray(flat_obs), device=self.device).to(self.dtype)
+    def _command(self, obs: torch.Tensor, reference_action) -> torch.Tensor:
+        """mu_E: the walker's command for the policy's mean action tanh(mean(s)) (the mean of §8.1)."""
+        policy_mean = torch.tanh(self.policy(obs).mean)
+        if self.residual_scale is None:
+            return policy_mean
+        if reference_action is None:
+            raise ValueError(f"{self.run_dir} is a residual expert: pass the env's reference_action()")
+        return torch.clamp(self._tensor(reference_action) + self.residual_scale * policy_mean, -1.0, 1.0)
 
     @torch.no_grad()
-    def mean_action(self, flat_obs: np.ndarray) -> np.ndarray:
-        """mu_E(s) = tanh of the policy's Gaussian mean, in [-1, 1]; ``flat_obs [..., D]`` -> ``[..., A]``."""
-        return self._mean(self._tensor(flat_obs)).cpu().numpy()
+    def mean_action(self, flat_obs: np.ndarray, reference_action: np.ndarray | None = None) -> np.ndarray:
+        """mu_E(s) in [-1, 1]: tanh of the policy's Gaussian mean, composed with the reference action for a residual
+        expert (``reference_action`` = the env's ``reference_action()`` at that step); ``[..., D]`` -> ``[..., A]``."""
+        return self._command(self._tensor(flat_obs), reference_action).cpu().numpy()
 
-    def mean_action_and_jacobian(self, flat_obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(a* [A], J* = d mu_E / d s [A, S]) at one flat observation; s is the proprio part only (eq 8.5)."""
+    def mean_action_and_jacobian(self, flat_obs: np.ndarray, reference_action: np.ndarray | None = None
+                                 ) -> tuple[np.ndarray, np.ndarray]:
+        """(a* [A], J* = d mu_E / d s [A, S]) at one flat observation; s is the proprio part only (eq 8.5). The
+        residual composition's clipping has derivative 0 where it clips (autodiff through ``clamp``)."""
         obs = self._tensor(flat_obs)
         if obs.shape != (self.layout.dim,):
             raise ValueError(f"expected one flat observation of size {self.layout.dim}, got shape {tuple(obs.shape)}")
         before, after = obs[:self.proprio.start], obs[self.proprio.stop:]
 
         def mean_of_state(state):
-            mean = self._mean(torch.cat([before, state, after]))
+            mean = self._command(torch.cat([before, state, after]), reference_action)
             return mean, mean.detach()
 
         jacobian, mean = torch.func.jacrev(mean_of_state, has_aux=True)(obs[self.proprio])
         return mean.cpu().numpy(), jacobian.cpu().numpy()
+
+    def env_action(self, command: np.ndarray, reference_action: np.ndarray | None = None) -> np.ndarray:
+        """The action to pass to the expert's env so that the walker receives ``command`` (in [-1, 1])."""
+        if self.residual_scale is None:
+            return np.asarray(command, np.float32)
+        return ((np.asarray(command) - reference_action) / self.residual_scale).astype(np.float32)
 
 
 def rollout(expert: Expert, env, action_noise_std: float, rng: np.random.Generator,
@@ -165,35 +192,39 @@ def rollout(expert: Expert, env, action_noise_std: float, rng: np.random.Generat
         raise ConfigError(f"action_noise_std must be >= 0, got {action_noise_std}")
     obs, _ = env.reset(seed=int(rng.integers(2**31)))
     flats, expert_actions, actions, rewards, jacobians = [expert.layout.flatten(obs)], [], [], [], []
+    references = []
     terminated = truncated = False
     while not (terminated or truncated):
+        reference = env.reference_action() if expert.residual_scale is not None else None
         if with_jacobians:
-            mean, jacobian = expert.mean_action_and_jacobian(flats[-1])
+            mean, jacobian = expert.mean_action_and_jacobian(flats[-1], reference)
             jacobians.append(jacobian)
         else:
-            mean = expert.mean_action(flats[-1])
-        action = mean if action_noise_std == 0 else np.clip(
+            mean = expert.mean_action(flats[-1], reference)
+        command = mean if action_noise_std == 0 else np.clip(
             mean + action_noise_std * rng.standard_normal(mean.shape), -1.0, 1.0)
-        obs, reward, terminated, truncated, _ = env.step(action.astype(np.float32))
+        obs, reward, terminated, truncated, info = env.step(expert.env_action(command, reference))
         flats.append(expert.layout.flatten(obs))
         expert_actions.append(mean)
-        actions.append(action)
+        actions.append(info.get("applied_action", command))  # what the walker received
         rewards.append(reward)
+        references.append(reference)
     flat = np.stack(flats)
     result = {"states": flat[:, expert.proprio], "task": flat[:, expert.task],
               "expert_actions": np.asarray(expert_actions, np.float32), "actions": np.asarray(actions, np.float32),
               "rewards": np.asarray(rewards, np.float32), "terminated": bool(terminated)}
     if with_jacobians:
         result["jacobians"] = np.asarray(jacobians, np.float32)
+    if expert.residual_scale is not None:
+        result["reference_actions"] = np.asarray(references, np.float32)
     return result
 
 
 def _concatenate(trajectories: list[dict]) -> dict[str, np.ndarray]:
-    out = {k: np.concatenate([t[k] for t in trajectories]).astype(np.float32) for k in TRAJECTORY_KEYS}
+    out = {k: np.concatenate([t[k] for t in trajectories]).astype(np.float32) for k in trajectories[0]
+           if k != "terminated"}
     out["lengths"] = np.array([len(t["actions"]) for t in trajectories], np.int64)
     out["terminated"] = np.array([t["terminated"] for t in trajectories], bool)
-    if "jacobians" in trajectories[0]:
-        out["jacobians"] = np.concatenate([t["jacobians"] for t in trajectories]).astype(np.float32)
     return out
 
 
@@ -329,7 +360,9 @@ class NPMPDataset:
                 self.meta = json.loads(f.attrs["meta"])
                 self.delta_std = torch.as_tensor(f["delta_std"][()], device=self.device)
                 self.attrs = {s: dict(f[s].attrs) for s in chosen}
-                parts = {part: {k: [f[s][part][k][()] for s in chosen] for k in f[chosen[0]][part]}
+                # keys every chosen snippet has (reference_actions: residual experts only)
+                keys = {part: set.intersection(*(set(f[s][part].keys()) for s in chosen)) for part in ("bc", "nominal")}
+                parts = {part: {k: [f[s][part][k][()] for s in chosen] for k in sorted(keys[part])}
                          for part in ("bc", "nominal")}
         except (OSError, KeyError) as e:
             raise ConfigError(f"{self.path} is missing or corrupt ({e.__class__.__name__}: {e})") from None
@@ -376,7 +409,7 @@ class NPMPDataset:
         steps, states, actions = (int(store.lengths[number]), int(store.state_offsets[number]),
                                   int(store.action_offsets[number]))
         out = {k: store.data[k][states:states + steps + 1].cpu().numpy() for k in ("states", "task")}
-        for key in ("expert_actions", "actions", "rewards", "jacobians"):
+        for key in ("expert_actions", "actions", "rewards", "jacobians", "reference_actions"):
             if key in store.data:
                 out[key] = store.data[key][actions:actions + steps].cpu().numpy()
         out["terminated"] = bool(store.data["terminated"][number])
