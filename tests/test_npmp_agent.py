@@ -71,6 +71,7 @@ def test_env_receives_the_clipped_decoder_mean(primitives):
     recorder = RecordActions(envs.make("humanoid", seed=0))
     env = NPMPAgent.wrap_env(recorder, apply_overrides(NPMPAgentConfig(), {"primitives": str(model_dir)}), "cpu")
     assert env.action_space.shape == (4,)
+    assert env.observation_space == recorder.observation_space  # the high-level policy sees proprio and task
     obs, _ = env.reset()
     for action in (np.array([0.5, -1.0, 0.0, 1.0], np.float32), np.zeros(4, np.float32)):
         z = 3.0 * torch.as_tensor(action)
