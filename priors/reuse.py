@@ -9,7 +9,7 @@ low-level controller is deterministic: the high-level policy's own noise explore
 open). Observations, rewards and episode ends pass through unchanged.
 
 Diagnostics: ``info["latent"]`` is the step's z; on an episode's last step ``info["episode_metrics"]`` gains
-``latent/mean_abs`` (mean |z| over steps and dimensions) and ``latent/std`` (the per-dimension std of z over the
+``latent/abs_mean`` (mean |z| over steps and dimensions) and ``latent/std`` (the per-dimension std of z over the
 episode, averaged over dimensions: near 0 for a constant z, 1 for z drawn like the AR(1) marginal).
 """
 from __future__ import annotations
@@ -66,6 +66,6 @@ class LatentActionEnv(gym.Wrapper):
         if terminated or truncated:
             latents = np.stack(self._latents)
             info["episode_metrics"] = {**info.get("episode_metrics", {}),
-                                       "latent/mean_abs": float(np.abs(latents).mean()),
+                                       "latent/abs_mean": float(np.abs(latents).mean()),
                                        "latent/std": float(latents.std(axis=0).mean())}
         return self._obs, reward, terminated, truncated, info

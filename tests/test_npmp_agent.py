@@ -40,7 +40,7 @@ def test_train_humanoid_logs_falls_and_latent_statistics(primitives, tmp_path, c
     falls = [v for _, v in logged["train/fell"]]
     assert len(falls) == len(logged["train/episode_return"]) >= 2  # one per episode
     assert set(falls) <= {0.0, 1.0} and max(falls) == 1.0  # random latents through a random decoder fall
-    for tag in ("latent/mean_abs", "latent/std"):
+    for tag in ("latent/abs_mean", "latent/std"):
         values = [v for _, v in logged[tag]]
         assert len(values) == len(falls) and all(0.0 < v <= 3.0 for v in values)  # |z| <= latent_scale = 3
     assert "loss/critic" in logged  # the high-level policy learned
