@@ -24,15 +24,14 @@ Names are ``<walker>-<task>``:
     speed, Gaussian reward centred at the target speed". The target speed v* is drawn uniformly from
     ``SPEED_RANGE[walker]`` (cmu_humanoid 0..4 m/s: standing, walking, jogging and the slower runs; the shipped CMU
     snippets walk at 1.2-2.1 m/s and run at 3.2-5 m/s, mean root speed per snippet; jumping_ball and ant 0..3 m/s,
-    up to the walk task's v_t = 3) at the start
-    and redrawn at random times: on each control step with probability control_timestep / ``SPEED_CHANGE_MEAN``
+    up to the walk task's v_t = 3) at the start and redrawn at random times: on each control step with probability control_timestep / ``SPEED_CHANGE_MEAN``
     (a Poisson process, one change every 5 s on average; the thesis gives no schedule). Reward
     r = exp(-(v - v*)^2 / (2 sigma^2)) with v the walker's horizontal speed |v_xy| (the norm of the root's planar
     world velocity: the task asks for a speed, not a direction, so the policy may run any way it likes) and
     sigma = 1/sqrt(2) m/s, i.e. r = exp(-(v - v*)^2), the kernel of the walk reward. Task features: v* (1). The
     redraw happens after the step's reward, before its observation, so the policy sees the new v* at once.
-    ``info["speed_error"]`` is |v - v*| on every step; the episode's mean goes to ``info["episode_metrics"]`` as
-    ``task/speed_error`` on its last step (the seed's "speed tracking error").
+    The episode's mean |v - v*| goes to ``info["episode_metrics"]`` as ``task/speed_error`` on its last step (the
+    seed's "speed tracking error").
   - ``multitask``: each episode draws one of the three Ch 7 tasks uniformly. Task features: a one-hot task id (3) and
     the episode's task features zero-padded to the longest (3 + 3K); ``info["task"]`` names the task.
 - Falls: on ``cmu_humanoid`` the episode terminates (discount 0) when the head body is lower than 0.95 m in ``walk``
