@@ -9,7 +9,7 @@ reward 1 per step within 1 m), ≥ 3 seeds each, identical svg0 settings (``COMM
 The thesis: reuse learns an order of magnitude faster than scratch, and the beta = 0.1 module trains faster and
 falls less than beta = 0.001 (median over 10 seeds). Reported per condition: steps for the mean of the last
 ``WINDOW`` training returns to reach ``THRESHOLD``, final training return, evaluation return, fraction of episodes
-ending in a fall (``train/fell``) and the last latent statistics.
+ending in a fall (``train/fell``, over all and over the last ``WINDOW`` episodes) and the last latent statistics.
 
 The pipeline's own numbers (experts' relative returns, one-shot imitation on training and held-out clips, the
 latent-optimisation diagnostic) come from ``python -m priors.npmp evaluate`` (its report JSON, ``--pipeline-report``)
@@ -67,14 +67,17 @@ def summarise(runs: dict, names: list[str], seeds: list[int], steps: int) -> dic
         reached = [steps_to_threshold(r["curve"], THRESHOLD, WINDOW) for r in records]
         final = [float(np.mean([v for _, v in r["curve"][-WINDOW:]])) if r["curve"] else float("nan")
                  for r in records]
-        falls = [r["last"].get("train/fell") for r in records]
+        falls = [[v for _, v in r["series"].get("train/fell", [])] for r in records]
         out[name] = {"seeds": len(records), "threshold": THRESHOLD, "steps_to_threshold": reached,
                      "reached_threshold": sum(r is not None for r in reached),
                      "final_train_return_mean": float(np.mean(final)), "final_train_return_std": float(np.std(final)),
                      "eval_return_mean": float(np.mean([r["eval_return"] for r in records])),
                      "eval_return_std": float(np.std([r["eval_return"] for r in records])),
                      "episodes_mean": float(np.mean([r["episodes"] for r in records])),
-                     "last_fell_fraction": [None if f is None else round(f, 4) for f in falls],
+                     # train/fell is 0/1 per episode: the fraction of falls over all and over the last episodes
+                     "fell_fraction": [round(float(np.mean(f)), 4) if f else None for f in falls],
+                     "fell_fraction_last": [round(float(np.mean(f[-WINDOW:])), 4) if f else None for f in falls],
+                     "latent_abs_mean_last": [r["last"].get("latent/abs_mean") for r in records],
                      "wall_s_mean": float(np.mean([r["wall_s"] for r in records]))}
     return out
 

@@ -12,7 +12,8 @@ import numpy as np
 def train_and_read(env: str, agent: str, seed: int, steps: int, overrides: dict[str, str], logdir: Path,
                    action_repeat: int = 1, eval_episodes: int = 5, tags: tuple[str, ...] = ()) -> dict:
     """One run exactly as ``train.py`` would do it; returns its training-return curve, final deterministic
-    evaluation, wall time and the last value of each extra TensorBoard ``tags``."""
+    evaluation, wall time, and the last value (``last``) and whole series (``series``) of each extra TensorBoard
+    ``tags``."""
     import torch
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -34,7 +35,8 @@ def train_and_read(env: str, agent: str, seed: int, steps: int, overrides: dict[
     return {"env": env, "agent": agent, "seed": seed, "steps": steps, "action_repeat": action_repeat,
             "overrides": overrides, "curve": curve, "eval_return": result["eval_return"],
             "episodes": result["episodes"], "wall_s": wall,
-            "last": {t: events.Scalars(t)[-1].value for t in tags if t in scalars}}
+            "last": {t: events.Scalars(t)[-1].value for t in tags if t in scalars},
+            "series": {t: [(e.step, e.value) for e in events.Scalars(t)] for t in tags if t in scalars}}
 
 
 def steps_to_threshold(curve: list, threshold: float, window: int) -> int | None:
