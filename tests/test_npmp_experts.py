@@ -35,7 +35,7 @@ def test_train_resume_skip_and_report(tmp_path, local_ray):
     assert [r["status"] for r in first] == ["new", "new"] and all(r["env_steps"] == 150 for r in first)
     for snippet in SNIPPETS:
         config = json.loads((root / snippet / "config.json").read_text())
-        assert config["run"]["env"] == f"humanoid-track-time:{snippet}" and config["agent"]["hidden"] == [16, 16]
+        assert config["run"]["env"] == f"humanoid-track-residual:{snippet}" and config["agent"]["hidden"] == [16, 16]
         assert checkpoints(root / snippet) == ["step-000000150"]
         assert (root / f"{snippet}.log").stat().st_size > 0   # the trainer's progress went to the log
 
@@ -52,6 +52,8 @@ def test_train_resume_skip_and_report(tmp_path, local_ray):
     # a resumed run keeps its settings: a different --set is refused before any training
     with pytest.raises(ConfigError, match="hidden"):
         experts.train_expert(SNIPPETS[0], root, 400, overrides={"hidden": "32,32"})
+    with pytest.raises(ConfigError, match="not an expert"):
+        experts.train_expert(SNIPPETS[0], root, 400, family="humanoid-track-time")
 
     report = experts.expert_report(root, episodes=2, use_ray=True)
     assert [r["snippet"] for r in report] == SNIPPETS

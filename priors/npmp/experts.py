@@ -1,8 +1,9 @@
 """Clip-tracking experts (seed 000 §8.1): one SVG(0) policy per motion-capture snippet, trained in parallel on Ray.
 
 §8.1 trains one time-indexed tracking policy per clip snippet; the NPMP is then distilled from their rollouts
-(§8.2-8.3). Here an expert is an ordinary ``train.py`` run of ``svg0`` on ``humanoid-track-time:<snippet>``
-(envs/mocap/tracking.py: the CoMic reward, random start along the snippet, early termination) in
+(§8.2-8.3). Here an expert is an ordinary ``train.py`` run of ``svg0`` on ``humanoid-track-residual:<snippet>``
+(default; or ``humanoid-track-time:<snippet>`` with ``family``; envs/mocap/tracking.py: the CoMic reward, the time
+in the clip as the task observation, random start along the snippet, early termination) in
 ``<root>/<snippet>/`` -- ``config.json``, ``checkpoints/``, TensorBoard events -- with its console output in
 ``<root>/<snippet>.log``. The seed leaves the expert learner and its budget open; we use the repo's svg0 defaults
 (agents/svg0.py) with evaluations and checkpoints every 5 000 env steps.
@@ -44,7 +45,11 @@ from pathlib import Path
 
 import numpy as np
 
-ENV_FAMILY = "humanoid-track-time"
+from envs.mocap.tracking import RESIDUAL_FAMILY, TIMED_FAMILY
+
+# the expert's task: tracking by a correction to a feed-forward reference controller (default; docs/npmp.md), or
+# plain time-indexed tracking as in the seed (envs/mocap/tracking.py)
+EXPERT_FAMILIES = (RESIDUAL_FAMILY, TIMED_FAMILY)
 AGENT = "svg0"
 # run settings of a new expert (the lead's layout); --set eval_every=... / checkpoint_every=... change them
 RUN_FLAGS = {"eval_every": 5000, "checkpoint_every": 5000}
@@ -172,13 +177,13 @@ def checkpoint_steps(run_dir: Path) -> int | None:
         raise checkpoint.CheckpointError(f"{run_dir}: newest checkpoint is unreadable ({_one_line(e)})") from None
 
 
-def _check_same_settings(run_dir: Path, seed: int, overrides: dict[str, str]) -> None:
+def _check_same_settings(run_dir: Path, family: str, seed: int, overrides: dict[str, str]) -> None:
     """A resumed run keeps its saved config: ``seed`` and ``--set`` values must agree with it."""
     from agents.config import ConfigError, apply_overrides
     from agents.loop import RunConfig, load_run_config
 
     run, agent_config = load_run_config(run_dir)
-    expected_env = f"{ENV_FAMILY}:{run_dir.name}"
+    expected_env = f"{family}:{run_dir.name}"
     if run.env != expected_env or run.agent != AGENT:
         raise ConfigError(f"{run_dir} holds a {run.agent} run on {run.env}, not an expert ({AGENT} on {expected_env})")
     run_fields = {f.name for f in dataclasses.fields(RunConfig)}
@@ -195,7 +200,7 @@ def _check_same_settings(run_dir: Path, seed: int, overrides: dict[str, str]) ->
 
 
 def train_expert(snippet: str, root: str | Path, steps: int, seed: int = 0,
-                 overrides: dict[str, str] | None = None) -> dict:
+                 overrides: dict[str, str] | None = None, family: str = RESIDUAL_FAMILY) -> dict:
     """Train, continue or skip the expert for one snippet in ``<root>/<snippet>`` (one Ray task; also callable
     directly). Returns {snippet, run_dir, status: new|resumed|restarted|skipped, env_steps, eval_return}."""
     import torch
@@ -208,7 +213,7 @@ def train_expert(snippet: str, root: str | Path, steps: int, seed: int = 0,
     run_dir = Path(root).resolve() / snippet
     sets = [f"--set={k}={v}" for k, v in overrides.items()]
     if (run_dir / "config.json").exists():
-        _check_same_settings(run_dir, seed, overrides)
+        _check_same_settings(run_dir, family, seed, overrides)
         done = checkpoint_steps(run_dir)
         if done is not None and done >= steps:
             return {"snippet": snippet, "run_dir": str(run_dir), "status": "skipped", "env_steps": done,
@@ -223,7 +228,7 @@ def train_expert(snippet: str, root: str | Path, steps: int, seed: int = 0,
     else:
         flags = [f"--{k.replace('_', '-')}={v}" for k, v in RUN_FLAGS.items()]
         run, agent_config, resume_from = train.build(train.parse_args(
-            ["--env", f"{ENV_FAMILY}:{snippet}", "--agent", AGENT, "--steps", str(steps), "--seed", str(seed),
+            ["--env", f"{family}:{snippet}", "--agent", AGENT, "--steps", str(steps), "--seed", str(seed),
              "--logdir", str(run_dir), *flags, *sets]))
         status = "new"
     run_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -242,20 +247,23 @@ class _ExpertJob:
     steps: int
     seed: int
     overrides: dict
+    family: str
 
     def __str__(self) -> str:
         return self.snippet
 
 
 def _train_job(job: _ExpertJob) -> dict:
-    return train_expert(job.snippet, job.root, job.steps, job.seed, job.overrides)
+    return train_expert(job.snippet, job.root, job.steps, job.seed, job.overrides, job.family)
 
 
 def train_experts(snippets, root: str | Path, steps: int, address: str | None = None, num_cpus: int | None = None,
-                  seed: int = 0, overrides: dict[str, str] | list[str] | None = None) -> list[dict]:
-    """One svg0 expert per snippet in ``<root>/<snippet>``, trained ``steps`` env steps, one Ray task (1 CPU,
-    1 thread) per snippet; returns ``train_expert``'s dicts in snippet order. ``overrides``: ``{"key": "value"}``
-    or ``["key=value", ...]`` (train.py's ``--set``) for new runs; existing runs must agree with them.
+                  seed: int = 0, overrides: dict[str, str] | list[str] | None = None,
+                  family: str = RESIDUAL_FAMILY) -> list[dict]:
+    """One svg0 expert per snippet in ``<root>/<snippet>`` on ``<family>:<snippet>``, trained ``steps`` env steps,
+    one Ray task (1 CPU, 1 thread) per snippet; returns ``train_expert``'s dicts in snippet order. ``overrides``:
+    ``{"key": "value"}`` or ``["key=value", ...]`` (train.py's ``--set``) for new runs; existing runs must agree
+    with them (and with ``seed`` and ``family``).
     Raises EnvError (unknown snippets) or ConfigError before any task starts, FanOutError if a task fails."""
     import train
     from agents.config import ConfigError
@@ -263,12 +271,14 @@ def train_experts(snippets, root: str | Path, steps: int, address: str | None = 
     snippets = check_snippets(snippets)
     if steps < 1:
         raise ConfigError(f"steps must be positive, got {steps}")
+    if family not in EXPERT_FAMILIES:
+        raise ConfigError(f"family must be one of {', '.join(EXPERT_FAMILIES)}, got {family!r}")
     if isinstance(overrides, (list, tuple)):
         overrides = train.split_overrides(list(overrides))
     root = Path(root).resolve()
     if root.exists() and not root.is_dir():
         raise ConfigError(f"{root} is not a directory")
-    jobs = [_ExpertJob(s, str(root), steps, seed, dict(overrides or {})) for s in snippets]
+    jobs = [_ExpertJob(s, str(root), steps, seed, dict(overrides or {}), family) for s in snippets]
     return on_ray(_train_job, jobs, address=address, num_cpus=num_cpus, cpus_per_task=1)
 
 
@@ -294,14 +304,15 @@ def reference_score(snippet: str) -> dict:
             "reference_return": MAX_COMIC_REWARD * steps}
 
 
-def evaluate_expert(run_dir: str | Path, episodes: int = 5) -> dict:
+def evaluate_expert(run_dir: str | Path, episodes: int = 5, seed: int = 0) -> dict:
     """The expert in ``run_dir`` (newest checkpoint, ``priors.npmp.data.Expert``) acting deterministically -- its
-    mean action, as in §8.1-8.2 -- from the snippet's first frame for ``episodes`` episodes, against the reference
-    (``reference_score``)."""
+    mean action, as in §8.1-8.2 (``data.rollout`` without noise; a residual expert's command includes the
+    reference controller's) -- from the snippet's first frame for ``episodes`` episodes (env reset seeds drawn from
+    ``seed``), against the reference (``reference_score``)."""
     import torch
 
     from agents.config import ConfigError
-    from priors.npmp.data import Expert
+    from priors.npmp.data import Expert, rollout
 
     if episodes < 1:
         raise ConfigError(f"episodes must be positive, got {episodes}")
@@ -310,17 +321,12 @@ def evaluate_expert(run_dir: str | Path, episodes: int = 5) -> dict:
     reference = reference_score(expert.snippet)
     env = expert.make_env(seed=0)
     seconds_per_step = env._env.control_timestep() * expert.action_repeat   # the dm_env's control step (data dt)
-    returns, lengths, terminations = [], [], []
-    for episode in range(episodes):
-        obs, _ = env.reset(seed=20_000 + episode)
-        total, length, done = 0.0, 0, False
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(expert.mean_action(expert.layout.flatten(obs)))
-            total, length, done = total + reward, length + 1, terminated or truncated
-        returns.append(total)
-        lengths.append(length)
-        terminations.append(bool(terminated))
+    rng = np.random.default_rng(seed)
+    episodes_run = [rollout(expert, env, 0.0, rng) for _ in range(episodes)]   # sigma 0: the mean action
     env.close()
+    returns = [float(np.sum(e["rewards"], dtype=np.float64)) for e in episodes_run]
+    lengths = [len(e["rewards"]) for e in episodes_run]
+    terminations = [e["terminated"] for e in episodes_run]
     mean_return = float(np.mean(returns))
     return {"snippet": expert.snippet, "run_dir": str(run_dir), "env_steps": expert.steps, "episodes": episodes,
             "return": mean_return, "return_std": float(np.std(returns)),
@@ -377,6 +383,8 @@ def add_experts_parser(subparsers, default_snippets=None) -> None:
     p.add_argument("--steps", type=int, required=True, help="env steps per expert (existing runs continue to it)")
     p.add_argument("--root", default="runs/experts", help="one run directory per snippet (default runs/experts)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--family", choices=EXPERT_FAMILIES, default=RESIDUAL_FAMILY,
+                   help="the experts' tracking task (default: residual to a feed-forward reference controller)")
     p.add_argument("--address", help="Ray cluster to join: auto or ray://host:port (default: a local cluster)")
     p.add_argument("--num-cpus", type=int, help="CPUs of the local cluster (default: all); one expert per CPU")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
@@ -415,7 +423,7 @@ def run_experts(args: argparse.Namespace) -> int:
             raise ConfigError("give --snippets ID ... or --all")
         snippets = snippet_ids() if args.all else args.snippets
         results = train_experts(snippets, args.root, args.steps, address=args.address, num_cpus=args.num_cpus,
-                                seed=args.seed, overrides=args.overrides)
+                                seed=args.seed, overrides=args.overrides, family=args.family)
     except _errors() as e:
         print(f"error: {e}", file=sys.stderr)
         return 2 if not isinstance(e, FanOutError) else 1
