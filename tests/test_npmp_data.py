@@ -55,10 +55,12 @@ def test_expert_loads_newest_checkpoint_and_acts_with_its_mean(experts):
     # the residual expert's action is the walker's command: clip(a_ref + scale * tanh(mean), -1, 1)
     reference = rng.uniform(-1, 1, (3, 56)).astype(np.float32)
     policy_mean = torch.tanh(residual.policy(torch.as_tensor(obs)).mean).numpy()
-    np.testing.assert_allclose(residual.mean_action(obs, reference), np.clip(reference + 0.3 * policy_mean, -1, 1),
+    np.testing.assert_allclose(residual.mean_action(obs), policy_mean, rtol=1e-6)  # what its env steps with
+    np.testing.assert_allclose(residual.mean_command(obs, reference), np.clip(reference + 0.3 * policy_mean, -1, 1),
                                rtol=1e-6)
+    np.testing.assert_array_equal(plain.mean_command(obs), mean)
     with pytest.raises(ValueError, match="residual expert"):
-        residual.mean_action(obs)
+        residual.mean_command(obs)
     with pytest.raises(ConfigError, match="not a single-snippet mocap tracking expert"):
         (experts[0] / "bad").mkdir()
         cfg = json.loads((experts[0] / "config.json").read_text())
@@ -74,14 +76,14 @@ def test_jacobian_matches_finite_differences_in_float64(experts, which):
     flat = expert.flat_obs(nominal["states"][3], nominal["task"][3]).astype(np.float64)
     reference = nominal.get("reference_actions", [None] * 4)[3]
     assert (reference is None) == (which == 1)
-    a_star, jacobian = expert.mean_action_and_jacobian(flat, reference)
+    a_star, jacobian = expert.mean_command_and_jacobian(flat, reference)
     assert jacobian.shape == (56, 224) and np.abs(jacobian).max() > 0
-    np.testing.assert_allclose(a_star, expert.mean_action(flat, reference), rtol=1e-12)
-    np.testing.assert_allclose(a_star, nominal["expert_actions"][3], atol=1e-6)
+    np.testing.assert_allclose(a_star, expert.mean_command(flat, reference), rtol=1e-12)
+    np.testing.assert_allclose(a_star, nominal["mean_actions"][3], atol=1e-6)
     delta = 1e-6 * np.random.default_rng(1).standard_normal(224)
     moved = flat.copy()
     moved[expert.proprio] += delta
-    np.testing.assert_allclose(expert.mean_action(moved, reference) - a_star, jacobian @ delta, rtol=1e-4,
+    np.testing.assert_allclose(expert.mean_command(moved, reference) - a_star, jacobian @ delta, rtol=1e-4,
                                atol=1e-12)
     # column by column against central differences; the time in the clip is not a state dimension
     eps = 1e-6
@@ -89,7 +91,7 @@ def test_jacobian_matches_finite_differences_in_float64(experts, which):
         up, down = flat.copy(), flat.copy()
         up[expert.proprio.start + j] += eps
         down[expert.proprio.start + j] -= eps
-        fd = (expert.mean_action(up, reference) - expert.mean_action(down, reference)) / (2 * eps)
+        fd = (expert.mean_command(up, reference) - expert.mean_command(down, reference)) / (2 * eps)
         np.testing.assert_allclose(jacobian[:, j], fd, rtol=1e-5, atol=1e-9)
 
 
@@ -101,11 +103,11 @@ def test_bc_rollouts_log_the_mean_action_at_the_visited_noisy_states(experts, co
     # states s_0..s_{T_i} of each rollout; the mean action at every state that has one
     offsets = np.concatenate([[0], np.cumsum(bc["lengths"] + 1)])
     with_action = np.concatenate([np.arange(o, o + n) for o, n in zip(offsets[:-1], bc["lengths"])])
-    recomputed = expert.mean_action(expert.flat_obs(bc["states"][with_action], bc["task"][with_action]),
+    recomputed = expert.mean_command(expert.flat_obs(bc["states"][with_action], bc["task"][with_action]),
                                     bc["reference_actions"])
-    np.testing.assert_allclose(bc["expert_actions"], recomputed, atol=1e-5)
+    np.testing.assert_allclose(bc["mean_actions"], recomputed, atol=1e-5)
     # the executed actions are the noisy ones, not the logged targets
-    noise = bc["actions"] - bc["expert_actions"]
+    noise = bc["actions"] - bc["mean_actions"]
     inside = np.abs(bc["actions"]) < 1  # clipping shrinks the noise at the bounds
     assert 0.7 * NOISE < noise[inside].std() < 1.3 * NOISE
     assert np.abs(bc["actions"]).max() <= 1
@@ -123,10 +125,10 @@ def test_nominal_trajectory_is_noise_free_with_jacobians(experts, collected):
     nominal = collected[0][0]["nominal"]
     T = nominal["lengths"][0]
     assert nominal["states"].shape == (T + 1, 224) and nominal["jacobians"].shape == (T, 56, 224)
-    np.testing.assert_array_equal(nominal["actions"], nominal["expert_actions"])
+    np.testing.assert_array_equal(nominal["actions"], nominal["mean_actions"])
     expert = Expert(experts[0])
-    a_star, jacobian = expert.mean_action_and_jacobian(expert.flat_obs(nominal["states"][1], nominal["task"][1]),
-                                                       nominal["reference_actions"][1])
+    a_star, jacobian = expert.mean_command_and_jacobian(expert.flat_obs(nominal["states"][1], nominal["task"][1]),
+                                                        nominal["reference_actions"][1])
     np.testing.assert_allclose(nominal["jacobians"][1], jacobian, rtol=1e-5, atol=1e-7)
 
 
@@ -177,18 +179,18 @@ def test_hdf5_roundtrip_and_masks_of_short_trajectories(collected):
         T = len(t["actions"])
         valid = T - LOOKAHEAD + 1
         np.testing.assert_array_equal(mask[row].numpy(), np.arange(length) < valid)
-        np.testing.assert_array_equal(actions[row, :valid].numpy(), t["expert_actions"][:valid])
+        np.testing.assert_array_equal(actions[row, :valid].numpy(), t["mean_actions"][:valid])
         assert not actions[row, valid:].any() and not states[row, T + 1:].any()
     np.testing.assert_array_equal(dataset.trajectory(SNIPPETS[0], "bc", 0)["states"],
                                   bc["states"][:bc["lengths"][0] + 1])
     # one-step windows: any valid step t of any trajectory, s_{t..t+K} and mu_E(s_t), all with mask 1
-    states, actions, mask = dataset.sample_bc(64, 1, torch.Generator().manual_seed(2))
+    states, actions, mask = dataset.sample_bc(64, 1, torch.Generator().manual_seed(2), device="cpu")
     assert mask.all()
     starts = set()
     for row in range(64):
         found = [(i, t) for i, tr in enumerate(trajectories) for t in range(len(tr["actions"]) - LOOKAHEAD + 1)
                  if np.array_equal(states[row].numpy(), tr["states"][t:t + LOOKAHEAD + 1])
-                 and np.array_equal(actions[row, 0].numpy(), tr["expert_actions"][t])]
+                 and np.array_equal(actions[row, 0].numpy(), tr["mean_actions"][t])]
         assert found
         starts.add(found[0][1])
     assert len(starts) > 1  # not only the clip start
@@ -216,8 +218,8 @@ def test_lfpc_targets_are_linear_feedback_and_match_finite_differences(experts, 
             moved = flat.copy()
             moved[expert.proprio] += delta
             reference = nominal["reference_actions"][start + t]
-            change = expert.mean_action(moved, reference) - expert.mean_action(flat, reference)
-            target_change = targets[row, t].double().numpy() - nominal["expert_actions"][start + t]
+            change = expert.mean_command(moved, reference) - expert.mean_command(flat, reference)
+            target_change = targets[row, t].double().numpy() - nominal["mean_actions"][start + t]
             np.testing.assert_allclose(target_change, change, atol=1e-3 * np.abs(change).max() + 1e-6)
         # the look-ahead beyond the targets is perturbed too (x_t + delta_x_t of eq 8.9)
         beyond = start + L + LOOKAHEAD - 1
@@ -253,3 +255,17 @@ def test_collect_writes_atomically(experts, tmp_path):
     with pytest.raises(KeyError):
         data.write_dataset(out, [bad], np.ones(224), {})  # fails while writing: the old file stays whole
     assert out.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["all.h5"]
+    # delta_std left out: estimated from the results
+    good = data.collect_expert(experts[1], 2, 0.1, 2, seed=5)
+    with h5py.File(data.write_dataset(tmp_path / "auto.h5", [good]), "r") as f:
+        np.testing.assert_array_equal(f["delta_std"][()], data.estimate_delta_std([good]))
+
+
+def test_expert_rollout_is_the_noise_free_nominal_trajectory(experts, collected):
+    expert = Expert(experts[0])
+    trajectory = data.expert_rollout(expert, seed=3)
+    nominal = collected[0][0]["nominal"]
+    np.testing.assert_allclose(trajectory["states"], nominal["states"], atol=1e-5)  # deterministic from the start
+    np.testing.assert_allclose(trajectory["mean_actions"], nominal["mean_actions"], atol=1e-5)
+    np.testing.assert_array_equal(trajectory["actions"], trajectory["mean_actions"])
+    assert trajectory["terminated"] == bool(nominal["terminated"][0]) and "jacobians" not in trajectory

@@ -2,7 +2,7 @@
 
 Seed 000_02c29175254ceb0c.txt, Ch 8.2 (transcribed in ../shared/research/seed000.md §8.2):
 - the expert action is the *mean* of the expert's stochastic policy (§8.1). svg0 policies are tanh-squashed
-  Gaussians (agents/distributions.py), so mu_E(s) = tanh(mean(s)), in [-1, 1] (``Expert.mean_action``). Residual
+  Gaussians (agents/distributions.py), so mu_E(s) = tanh(mean(s)), in [-1, 1] (``Expert.mean_command``). Residual
   experts (``humanoid-track-residual``, a documented departure from the seed in envs/mocap/tracking.py) act through
   a feed-forward reference controller; their action here is the walker's command -- what the NPMP distils --
   mu_E(s, t) = clip(a_ref(t) + residual_scale tanh(mean(s)), -1, 1), with a_ref(t) the env's ``reference_action()``
@@ -49,13 +49,13 @@ HDF5 layout (one file, written atomically: a temp file in the same directory, fs
                                   max_step_reward (tracking.MAX_COMIC_REWARD), seed
         bc/states          [sum_i (T_i + 1), S]  proprio states s_0..s_{T_i} of every noisy rollout, concatenated
         bc/task            [sum_i (T_i + 1), G]  the rest of the expert's observation (time in clip)
-        bc/expert_actions  [sum_i T_i, A]        mu_E(s_t): the regression targets (eq 8.4)
+        bc/mean_actions  [sum_i T_i, A]        mu_E(s_t): the regression targets (eq 8.4)
         bc/actions         [sum_i T_i, A]        executed (noisy, clipped) actions
         bc/rewards         [sum_i T_i]
         bc/lengths         [N] int64             T_i (actions per rollout)
         bc/terminated      [N] bool              ended by early termination (fall), not by the clip's end
         bc/reference_actions [sum_i T_i, A]      a_ref(t) (residual experts only; nominal/ too)
-        nominal/states, nominal/task, nominal/expert_actions, nominal/actions, nominal/rewards   (one trajectory)
+        nominal/states, nominal/task, nominal/mean_actions, nominal/actions, nominal/rewards   (one trajectory)
         nominal/jacobians  [T, A, S]             J*_t = d mu_E / d s at s*_t
         nominal/lengths, nominal/terminated       [1]
         deviation_sq_sum   [S] float64, deviation_count (attr): the expert's share of Delta's estimate
@@ -142,36 +142,50 @@ class Expert:
     def _tensor(self, x) -> torch.Tensor:
         return torch.as_tensor(np.asarray(x), device=self.device).to(self.dtype)
 
-    def _command(self, obs: torch.Tensor, reference_action) -> torch.Tensor:
-        """mu_E: the walker's command for the policy's mean action tanh(mean(s)) (the mean of §8.1)."""
+    def _mean(self, obs: torch.Tensor, reference_action, command: bool) -> torch.Tensor:
+        """tanh(mean(s)), the policy's mean action (§8.1); with ``command`` the walker's command for it."""
         policy_mean = torch.tanh(self.policy(obs).mean)
-        if self.residual_scale is None:
+        if not command or self.residual_scale is None:
             return policy_mean
         if reference_action is None:
             raise ValueError(f"{self.run_dir} is a residual expert: pass the env's reference_action()")
         return torch.clamp(self._tensor(reference_action) + self.residual_scale * policy_mean, -1.0, 1.0)
 
-    @torch.no_grad()
-    def mean_action(self, flat_obs: np.ndarray, reference_action: np.ndarray | None = None) -> np.ndarray:
-        """mu_E(s) in [-1, 1]: tanh of the policy's Gaussian mean, composed with the reference action for a residual
-        expert (``reference_action`` = the env's ``reference_action()`` at that step); ``[..., D]`` -> ``[..., A]``."""
-        return self._command(self._tensor(flat_obs), reference_action).cpu().numpy()
-
-    def mean_action_and_jacobian(self, flat_obs: np.ndarray, reference_action: np.ndarray | None = None
-                                 ) -> tuple[np.ndarray, np.ndarray]:
-        """(a* [A], J* = d mu_E / d s [A, S]) at one flat observation; s is the proprio part only (eq 8.5). The
-        residual composition's clipping has derivative 0 where it clips (autodiff through ``clamp``)."""
+    def _mean_and_jacobian(self, flat_obs, reference_action, command: bool) -> tuple[np.ndarray, np.ndarray]:
         obs = self._tensor(flat_obs)
         if obs.shape != (self.layout.dim,):
             raise ValueError(f"expected one flat observation of size {self.layout.dim}, got shape {tuple(obs.shape)}")
         before, after = obs[:self.proprio.start], obs[self.proprio.stop:]
 
         def mean_of_state(state):
-            mean = self._command(torch.cat([before, state, after]), reference_action)
+            mean = self._mean(torch.cat([before, state, after]), reference_action, command)
             return mean, mean.detach()
 
         jacobian, mean = torch.func.jacrev(mean_of_state, has_aux=True)(obs[self.proprio])
         return mean.cpu().numpy(), jacobian.cpu().numpy()
+
+    @torch.no_grad()
+    def mean_action(self, flat_obs: np.ndarray) -> np.ndarray:
+        """The policy's mean action tanh(mean(s)) in [-1, 1] -- the expert's own action, what its env's ``step``
+        takes; ``[..., D]`` -> ``[..., A]``."""
+        return self._mean(self._tensor(flat_obs), None, command=False).cpu().numpy()
+
+    def mean_action_and_jacobian(self, flat_obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(tanh(mean(s)) [A], its Jacobian d/ds [A, S]) at one flat observation; s = the proprio part only."""
+        return self._mean_and_jacobian(flat_obs, None, command=False)
+
+    @torch.no_grad()
+    def mean_command(self, flat_obs: np.ndarray, reference_action: np.ndarray | None = None) -> np.ndarray:
+        """mu_E(s): the walker's command for the mean action -- the mean action itself for a plain expert,
+        clip(a_ref + residual_scale * tanh(mean(s)), -1, 1) for a residual one (``reference_action`` = the env's
+        ``reference_action()`` at that step). This is what the data logs and the NPMP distils."""
+        return self._mean(self._tensor(flat_obs), reference_action, command=True).cpu().numpy()
+
+    def mean_command_and_jacobian(self, flat_obs: np.ndarray, reference_action: np.ndarray | None = None
+                                  ) -> tuple[np.ndarray, np.ndarray]:
+        """(a* [A], J* = d mu_E / d s [A, S]) at one flat observation (eq 8.5), s = the proprio part only; the
+        residual composition's clip has derivative 0 where it clips (autodiff through ``clamp``)."""
+        return self._mean_and_jacobian(flat_obs, reference_action, command=True)
 
     def env_action(self, command: np.ndarray, reference_action: np.ndarray | None = None) -> np.ndarray:
         """The action to pass to the expert's env so that the walker receives ``command`` (in [-1, 1])."""
@@ -185,39 +199,49 @@ def rollout(expert: Expert, env, action_noise_std: float, rng: np.random.Generat
     """One episode from the clip start executing clip(mu_E(s_t) + N(0, sigma^2), -1, 1) (§8.2).
 
     Returns numpy arrays ``states [T+1, S]`` (proprio s_0..s_T, the final one included), ``task [T+1, G]``,
-    ``expert_actions [T, A]`` (mu_E at each visited state), ``actions [T, A]`` (executed), ``rewards [T]``, and
+    ``mean_actions [T, A]`` (mu_E at each visited state), ``actions [T, A]`` (executed), ``rewards [T]``, and
     ``terminated`` (bool: ended by a fall rather than the clip's end); with ``with_jacobians`` also
     ``jacobians [T, A, S]``. With sigma = 0 and Jacobians this is the LFPC nominal trajectory (eqs 8.5-8.6)."""
     if not action_noise_std >= 0:
         raise ConfigError(f"action_noise_std must be >= 0, got {action_noise_std}")
     obs, _ = env.reset(seed=int(rng.integers(2**31)))
-    flats, expert_actions, actions, rewards, jacobians = [expert.layout.flatten(obs)], [], [], [], []
+    flats, mean_actions, actions, rewards, jacobians = [expert.layout.flatten(obs)], [], [], [], []
     references = []
     terminated = truncated = False
     while not (terminated or truncated):
         reference = env.reference_action() if expert.residual_scale is not None else None
         if with_jacobians:
-            mean, jacobian = expert.mean_action_and_jacobian(flats[-1], reference)
+            mean, jacobian = expert.mean_command_and_jacobian(flats[-1], reference)
             jacobians.append(jacobian)
         else:
-            mean = expert.mean_action(flats[-1], reference)
+            mean = expert.mean_command(flats[-1], reference)
         command = mean if action_noise_std == 0 else np.clip(
             mean + action_noise_std * rng.standard_normal(mean.shape), -1.0, 1.0)
         obs, reward, terminated, truncated, info = env.step(expert.env_action(command, reference))
         flats.append(expert.layout.flatten(obs))
-        expert_actions.append(mean)
+        mean_actions.append(mean)
         actions.append(info.get("applied_action", command))  # what the walker received
         rewards.append(reward)
         references.append(reference)
     flat = np.stack(flats)
     result = {"states": flat[:, expert.proprio], "task": flat[:, expert.task],
-              "expert_actions": np.asarray(expert_actions, np.float32), "actions": np.asarray(actions, np.float32),
+              "mean_actions": np.asarray(mean_actions, np.float32), "actions": np.asarray(actions, np.float32),
               "rewards": np.asarray(rewards, np.float32), "terminated": bool(terminated)}
     if with_jacobians:
         result["jacobians"] = np.asarray(jacobians, np.float32)
     if expert.residual_scale is not None:
         result["reference_actions"] = np.asarray(references, np.float32)
     return result
+
+
+def expert_rollout(expert: Expert, seed: int = 0, action_noise_std: float = 0.0, with_jacobians: bool = False
+                   ) -> dict:
+    """``rollout`` in a fresh env of the expert (noise-free by default: the expert's own trajectory)."""
+    env = expert.make_env(seed)
+    try:
+        return rollout(expert, env, action_noise_std, np.random.default_rng(seed), with_jacobians)
+    finally:
+        env.close()
 
 
 def _concatenate(trajectories: list[dict]) -> dict[str, np.ndarray]:
@@ -272,9 +296,13 @@ def estimate_delta_std(per_expert_results: list[dict]) -> np.ndarray:
     return np.sqrt(sum(r["deviation_sq_sum"] for r in per_expert_results) / count).astype(np.float32)
 
 
-def write_dataset(path: Path | str, per_expert_results: list[dict], delta_std: np.ndarray, meta: dict) -> Path:
-    """Write the HDF5 file (module docstring) atomically: readers see the old file or the complete new one."""
+def write_dataset(path: Path | str, per_expert_results: list[dict], delta_std: np.ndarray | None = None,
+                  meta: dict | None = None) -> Path:
+    """Write the HDF5 file (module docstring) atomically: readers see the old file or the complete new one.
+    ``delta_std`` None: estimated from the results (``estimate_delta_std``)."""
     path = Path(path)
+    if delta_std is None:
+        delta_std = estimate_delta_std(per_expert_results)
     snippets = [r["snippet"] for r in per_expert_results]
     if not snippets or len(set(snippets)) != len(snippets):
         raise ConfigError(f"need at least one expert and one expert per snippet, got snippets {snippets}")
@@ -284,7 +312,7 @@ def write_dataset(path: Path | str, per_expert_results: list[dict], delta_std: n
         with h5py.File(tmp, "w") as f:
             first = per_expert_results[0]["nominal"]
             f.attrs.update(format=FORMAT, version=VERSION, state_dim=first["states"].shape[1],
-                           action_dim=first["actions"].shape[1], meta=json.dumps(meta))
+                           action_dim=first["actions"].shape[1], meta=json.dumps(meta or {}))
             f.create_dataset("delta_std", data=np.asarray(delta_std, np.float32))
             for result in per_expert_results:
                 group = f.create_group(result["snippet"])
@@ -372,20 +400,37 @@ class NPMPDataset:
         self.bc = _Trajectories(parts["bc"], self.device)
         self.nominal = _Trajectories(parts["nominal"], self.device)
         self.state_dim = int(self.delta_std.shape[0])
-        self.action_dim = int(self.bc.data["expert_actions"].shape[1])
+        self.action_dim = int(self.bc.data["mean_actions"].shape[1])
 
-    def sample_bc(self, batch: int, length: int, generator: torch.Generator | None = None):
+    def to(self, device: torch.device | str) -> "NPMPDataset":
+        """Keep the data on ``device`` (batches are gathered where the data lives)."""
+        device = torch.device(device)
+        if device != self.device:
+            self.device = self.bc.device = self.nominal.device = device
+            self.delta_std = self.delta_std.to(device)
+            for store in (self.bc, self.nominal):
+                store.data = {k: v.to(device) for k, v in store.data.items()}
+        return self
+
+    def sample_bc(self, batch: int, length: int, generator: torch.Generator | None = None,
+                  device: torch.device | str | None = None):
         """Noisy-rollout subsequences (eq 8.4 inside eq 8.3): states [B, length + K, S], the expert's mean actions
-        [B, length, A] and mask [B, length]; positions past a trajectory's end are zeros with mask 0."""
+        [B, length, A] and mask [B, length]; positions past a trajectory's end are zeros with mask 0. ``device``:
+        where the tensors go (the data moves there once); the generator may live on the CPU or that device."""
+        if device is not None:
+            self.to(device)
         state_index, action_index, state_ok, mask = self.bc.windows(batch, length, generator)
         states = self.bc.data["states"][state_index] * state_ok[..., None]
-        actions = self.bc.data["expert_actions"][action_index] * mask[..., None]
+        actions = self.bc.data["mean_actions"][action_index] * mask[..., None]
         return states, actions, mask
 
-    def sample_lfpc(self, batch: int, length: int, perturbations: int, generator: torch.Generator | None = None):
+    def sample_lfpc(self, batch: int, length: int, perturbations: int, generator: torch.Generator | None = None,
+                    device: torch.device | str | None = None):
         """LFPC subsequences of the nominal trajectories (eq 8.9), each repeated ``perturbations`` times with
         i.i.d. delta_s ~ Delta per step: states s* + delta_s [B*P, length + K, S] (the look-ahead perturbed too),
-        targets a* + J* delta_s [B*P, length, A], mask [B*P, length]."""
+        targets a* + J* delta_s [B*P, length, A], mask [B*P, length]. ``device`` as in ``sample_bc``."""
+        if device is not None:
+            self.to(device)
         if perturbations < 1:
             raise ConfigError(f"perturbations must be >= 1, got {perturbations}")
         state_index, action_index, state_ok, mask = self.nominal.windows(batch, length, generator)
@@ -397,7 +442,7 @@ class NPMPDataset:
         states = (self.nominal.data["states"][state_index][:, None] + delta) * ok
         # J* gathered once per subsequence, not per perturbation: [B, L, A, S] is the large array here
         feedback = torch.einsum("blas,bpls->bpla", self.nominal.data["jacobians"][action_index], delta[:, :, :length])
-        targets = (self.nominal.data["expert_actions"][action_index][:, None] + feedback) * mask[:, None, :, None]
+        targets = (self.nominal.data["mean_actions"][action_index][:, None] + feedback) * mask[:, None, :, None]
         return states.flatten(0, 1), targets.flatten(0, 1), mask.repeat_interleave(P, dim=0)
 
     def trajectory(self, snippet: str, part: str = "nominal", index: int = 0) -> dict[str, np.ndarray]:
@@ -409,7 +454,7 @@ class NPMPDataset:
         steps, states, actions = (int(store.lengths[number]), int(store.state_offsets[number]),
                                   int(store.action_offsets[number]))
         out = {k: store.data[k][states:states + steps + 1].cpu().numpy() for k in ("states", "task")}
-        for key in ("expert_actions", "actions", "rewards", "jacobians", "reference_actions"):
+        for key in ("mean_actions", "actions", "rewards", "jacobians", "reference_actions"):
             if key in store.data:
                 out[key] = store.data[key][actions:actions + steps].cpu().numpy()
         out["terminated"] = bool(store.data["terminated"][number])
