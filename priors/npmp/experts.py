@@ -5,8 +5,10 @@
 (default; or ``humanoid-track-time:<snippet>`` with ``family``; envs/mocap/tracking.py: the CoMic reward, the time
 in the clip as the task observation, random start along the snippet, early termination) in
 ``<root>/<snippet>/`` -- ``config.json``, ``checkpoints/``, TensorBoard events -- with its console output in
-``<root>/<snippet>.log``. The seed leaves the expert learner and its budget open; we use the repo's svg0 defaults
-(agents/svg0.py) with evaluations and checkpoints every 5 000 env steps.
+``<root>/<snippet>.log``. The residual task is a departure from the seed (its experts learn the whole action over
+~10^9 steps; here the policy corrects a feed-forward reference controller; envs/mocap/tracking.py, docs/npmp.md).
+The seed leaves the expert learner's settings open; we use the repo's svg0 defaults (agents/svg0.py, any of them
+changeable with ``overrides`` / ``--set``) with evaluations and checkpoints every 5 000 env steps.
 
 - ``on_ray(fn, items, ...)``: a generic fan-out, one Ray task per item (used for experts, reports and data
   collection).
@@ -16,7 +18,9 @@ in the clip as the task observation, random start along the snippet, early termi
   never written starts again from step 0 with its saved config. ``--set`` values must agree with an existing
   run's saved config (a resumed run cannot change its settings).
 - ``expert_report(root, ...)``: each expert's deterministic (mean-action) return from the snippet's first frame,
-  relative to the reference's return, and its mean time before termination.
+  relative to the reference's return, and its mean time before termination. The start state (the snippet's first
+  frame), the physics and the mean action are deterministic, so the episodes of one expert repeat exactly
+  (``return_std`` 0 in practice); ``episodes`` > 1 guards against any nondeterminism rather than averaging noise.
 
 Reference return: kinematic playback of the snippet (``ReferencePlayback``) scores ``MAX_COMIC_REWARD`` on every
 step, so the reference return of a whole snippet is ``MAX_COMIC_REWARD * full_steps``, where ``full_steps`` (the
@@ -24,7 +28,8 @@ length of an episode that is never terminated: dm_control ends it ``max(ref_step
 snippet's last frame) is measured by playing the reference once; the report carries both numbers.
 
 Scale: each task trains one snippet with one torch thread on one CPU (``cpus_per_task=1``); the CMU humanoid runs at
-about 40 env steps/s while svg0 learns, so 1M steps is roughly 7 h per snippet and the pipeline is bounded by
+about 40 env steps/s while svg0 learns (17-41 measured here with the cores shared; fewer updates, e.g.
+``update_every=4``, run faster), so 1M steps is roughly 7 h per snippet and the pipeline is bounded by
 cores: ``--num-cpus`` (local) or a cluster ``--address`` sets how many snippets train at once. On a real cluster
 every node needs this repository installed (``pip install -e .``) and ``root`` on a shared filesystem; a killed
 task loses at most ``checkpoint_every`` steps and resumes on the next call. Two trainers must never share a run
