@@ -2,7 +2,8 @@
 
 Seed 000_02c29175254ceb0c.txt, Ch 8.2 (transcribed in ../shared/research/seed000.md §8.2):
 - the expert action is the *mean* of the expert's stochastic policy (§8.1). svg0 policies are tanh-squashed
-  Gaussians (agents/distributions.py), so mu_E(s) = tanh(mean(s)), in [-1, 1] (``Expert.mean_command``). Residual
+  Gaussians (agents/distributions.py), so the mean action is tanh(mean(s)), in [-1, 1] (``Expert.mean_action``,
+  what the expert's env steps with), and mu_E(s) is the walker's command for it (``Expert.mean_command``). Residual
   experts (``humanoid-track-residual``, a documented departure from the seed in envs/mocap/tracking.py) act through
   a feed-forward reference controller; their action here is the walker's command -- what the NPMP distils --
   mu_E(s, t) = clip(a_ref(t) + residual_scale tanh(mean(s)), -1, 1), with a_ref(t) the env's ``reference_action()``
@@ -34,8 +35,12 @@ Choices where the thesis is silent:
 - LFPC targets a* + J* delta_s are not clipped to [-1, 1] (eq 8.9 has no clipping; the NPMP decoder is unsquashed);
 - per-expert seeds: ``collect`` gives expert i the seed ``seed + i``, so a Ray fan-out of ``collect_expert`` with
   the same seeds writes the same file; each rollout resets its env with a seed drawn from the numpy generator;
+- Ray: ``collect_expert`` is a plain function of picklable arguments returning numpy arrays, and ``write_dataset``
+  takes the list of its results (``delta_std`` None: ``estimate_delta_std`` of those results);
 - mirroring (the thesis's bilateral-symmetry augmentation) is not done here: mirrored snippets (``<id>-mirror``) are
   snippets of their own, with their own experts;
+- ``nominal_return`` etc. are the expert's noise-free return from the clip start (relative return: divide by
+  ``max_step_reward`` times the snippet's full episode length, priors/npmp/experts.py ``reference_score``);
 - sampling: subsequences are drawn with trajectories weighted by their number of valid steps and a start uniform
   over the positions that keep the window inside the trajectory where it is long enough; windows that run past a
   trajectory's end (experts that fell early) are zero-padded with mask 0. A step t is valid when s_{t..t+K} exist.
@@ -49,7 +54,7 @@ HDF5 layout (one file, written atomically: a temp file in the same directory, fs
                                   max_step_reward (tracking.MAX_COMIC_REWARD), seed
         bc/states          [sum_i (T_i + 1), S]  proprio states s_0..s_{T_i} of every noisy rollout, concatenated
         bc/task            [sum_i (T_i + 1), G]  the rest of the expert's observation (time in clip)
-        bc/mean_actions  [sum_i T_i, A]        mu_E(s_t): the regression targets (eq 8.4)
+        bc/mean_actions    [sum_i T_i, A]        mu_E(s_t): the regression targets (eq 8.4)
         bc/actions         [sum_i T_i, A]        executed (noisy, clipped) actions
         bc/rewards         [sum_i T_i]
         bc/lengths         [N] int64             T_i (actions per rollout)
