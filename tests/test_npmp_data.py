@@ -12,7 +12,7 @@ import torch
 from agents.config import ConfigError
 from agents.loop import RunConfig, Trainer
 from agents.svg0 import SVG0Config
-from priors.npmp import data
+from priors.npmp import NPMP, NPMPConfig, data
 from priors.npmp.data import LOOKAHEAD, Expert, NPMPDataset
 
 SNIPPETS = ("07_01-0", "09_01-0")
@@ -227,6 +227,11 @@ def test_lfpc_targets_are_linear_feedback_and_match_finite_differences(experts, 
             assert not np.array_equal(states[row, -1].numpy(), nominal["states"][beyond])
     # the P copies of one subsequence see different perturbations of the same nominal states
     assert not torch.equal(states[0], states[1]) and torch.allclose(states[0], states[1], atol=0.02)
+    # the batches are what NPMP.loss takes (eq 8.9 through the model's beta-ELBO)
+    model = NPMP(NPMPConfig(state_dim=224, action_dim=56, latent_dim=4, encoder_hidden=(8,), decoder_hidden=(8,)))
+    for batch in (dataset.sample_bc(4, L), (states, targets, mask)):
+        loss, _ = model.loss(*batch)
+        assert torch.isfinite(loss)
 
 
 def test_held_out_snippets_are_excluded(collected):
