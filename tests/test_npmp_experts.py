@@ -114,5 +114,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == f"error: no experts directory {tmp_path / 'missing'}"
     with pytest.raises(EnvError, match="unknown snippet"):
         experts.check_snippets(["07_01-0", "nope"])
+    with pytest.raises(EnvError, match="more than once"):
+        experts.train_experts(["07_01-0", "09_01-0", "07_01-0"], tmp_path, 100)
     with pytest.raises(ConfigError, match="num_cpus"):
         experts.train_experts(["07_01-0"], tmp_path, 100, address="auto", num_cpus=2)

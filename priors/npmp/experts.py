@@ -99,7 +99,7 @@ def _connect(address: str | None, num_cpus: int | None) -> None:
 
 
 def on_ray(fn, items, address: str | None = None, num_cpus: int | None = None, cpus_per_task: float = 1,
-           label=str, quiet: bool = False) -> list:
+           label=str, quiet: bool = False, retries: int = 2) -> list:
     """``[fn(item) for item in items]`` with one Ray task per item, results in item order.
 
     ``address`` None starts a local cluster of ``num_cpus`` CPUs (default ``os.cpu_count()``) and shuts it down
@@ -107,8 +107,10 @@ def on_ray(fn, items, address: str | None = None, num_cpus: int | None = None, c
     process, that cluster is used and left running. Each task reserves ``cpus_per_task`` CPUs, so at most
     ``num_cpus / cpus_per_task`` items run at once. A line per finished item goes to stderr (unless ``quiet``).
     Items that raise do not stop the others; afterwards ``FanOutError`` names each failed item (``label(item)``)
-    with its error and carries the results of the rest. ``fn`` must be importable by the workers (a module-level
-    function of an installed module), and so must ``items`` and the results (picklable).
+    with its error and carries the results of the rest (labels should be unique). A task whose worker or node died
+    (not one whose item raised) is re-run up to ``retries`` times: expert training resumes from its last
+    checkpoint. ``fn``, ``items`` and results travel by (cloud)pickle: a module-level function of an installed
+    module is sent by reference, a lambda or closure by value with what it captures.
     """
     import ray
 
@@ -120,7 +122,7 @@ def on_ray(fn, items, address: str | None = None, num_cpus: int | None = None, c
     if started:
         _connect(address, num_cpus)
     try:
-        task = ray.remote(num_cpus=cpus_per_task, max_retries=0)(fn)
+        task = ray.remote(num_cpus=cpus_per_task, max_retries=retries)(fn)
         index = {task.options(name=name).remote(item): i for i, (name, item) in enumerate(zip(names, items))}
         results: list = [None] * len(items)
         failures: dict[str, str] = {}
@@ -166,6 +168,9 @@ def check_snippets(snippets) -> list[str]:
                  if difflib.get_close_matches(s, available, n=1) else s for s in unknown]
         raise EnvError(f"unknown snippet(s) {', '.join(hints)}; {len(available)} snippets: "
                        f"{', '.join(available[:5])}, ... (`python train.py --list`)")
+    repeated = sorted({s for s in snippets if snippets.count(s) > 1})
+    if repeated:   # two trainers in one run directory would corrupt it
+        raise EnvError(f"snippet(s) {', '.join(repeated)} given more than once")
     return snippets
 
 
