@@ -55,6 +55,13 @@ def test_train_resume_skip_and_report(tmp_path, local_ray):
     with pytest.raises(ConfigError, match="not an expert"):
         experts.train_expert(SNIPPETS[0], root, 400, family="humanoid-track-time")
 
+    # a run killed before its first checkpoint starts again from step 0 with its saved config (in this process)
+    killed = tmp_path / "killed" / SNIPPETS[0]
+    killed.mkdir(parents=True)
+    (killed / "config.json").write_text((root / SNIPPETS[0] / "config.json").read_text())
+    restarted = experts.train_expert(SNIPPETS[0], killed.parent, 30, overrides={"hidden": "16,16"})
+    assert (restarted["status"], restarted["env_steps"]) == ("restarted", 30) and checkpoints(killed) == ["step-000000030"]
+
     report = experts.expert_report(root, episodes=2, use_ray=True)
     assert [r["snippet"] for r in report] == SNIPPETS
     for r in report:
