@@ -244,6 +244,10 @@ def test_held_out_snippets_are_excluded(collected):
         assert np.abs(kept - row).sum(1).min() == 0 and tuple(np.round(row, 5)) not in held_out
     with pytest.raises(ConfigError, match="not in"):
         NPMPDataset(path, snippets=["01_01-0"])
+    with pytest.raises(ConfigError, match="out of range"):
+        dataset.trajectory(SNIPPETS[1], "bc", TRAJECTORIES)
+    with pytest.raises(ConfigError, match="no bc trajectories"):
+        dataset.trajectory(SNIPPETS[0], "bc", 0)  # held out
     with pytest.raises(ConfigError, match="batch and length"):
         dataset.sample_bc(0, 5)
 

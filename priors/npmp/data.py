@@ -49,7 +49,8 @@ HDF5 layout (one file, written atomically: a temp file in the same directory, fs
 
     /                      attrs: format="probctl-npmp-data", version, state_dim, action_dim, meta (JSON)
     /delta_std             [S] float32: Delta's per-dimension std
-    /<snippet>/            attrs: expert_dir, env, expert_steps (env steps of the checkpoint), action_noise_std,
+    /<snippet>/            attrs: expert_dir, env, expert_steps (env steps of the checkpoint), trajectories (N),
+                                  action_noise_std,
                                   nominal_return, nominal_steps, nominal_terminated, bc_mean_return, bc_mean_steps,
                                   max_step_reward (tracking.MAX_COMIC_REWARD), seed
         bc/states          [sum_i (T_i + 1), S]  proprio states s_0..s_{T_i} of every noisy rollout, concatenated
@@ -282,6 +283,7 @@ def collect_expert(expert_dir: Path | str, trajectories: int, action_noise_std: 
     deviations = state_deviations(noisy[:perturbation_trajectories], nominal)
     bc = _concatenate(noisy)
     attrs = {"expert_dir": str(expert.run_dir), "env": expert.env_name, "expert_steps": expert.steps,
+             "trajectories": trajectories,
              "action_noise_std": float(action_noise_std), "seed": int(seed),
              "nominal_return": float(nominal["rewards"].sum()), "nominal_steps": len(nominal["actions"]),
              "nominal_terminated": nominal["terminated"],
@@ -455,6 +457,9 @@ class NPMPDataset:
         if snippet not in self.snippets or part not in ("bc", "nominal"):
             raise ConfigError(f"no {part} trajectories for {snippet!r} (snippets: {self.snippets})")
         store = getattr(self, part)
+        count = int(self.attrs[snippet]["trajectories"]) if part == "bc" else 1
+        if not 0 <= index < count:
+            raise ConfigError(f"{snippet} has {count} {part} trajectories; index {index} is out of range")
         number = self._first[part][snippet] + index
         steps, states, actions = (int(store.lengths[number]), int(store.state_offsets[number]),
                                   int(store.action_offsets[number]))
