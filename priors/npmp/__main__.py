@@ -63,7 +63,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m priors.npmp", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
-    experts.add_experts_parser(sub)
+    experts.add_experts_parser(sub, default_snippets=[*TRAIN_SNIPPETS, *HELD_OUT_SNIPPETS])
     c = sub.add_parser("collect", help="noisy expert rollouts (BC) and nominal trajectories with Jacobians (LFPC)")
     _common(c), _collect_args(c)
     d = sub.add_parser("distill", help="train NPMP primitives on collected data")
@@ -166,6 +166,7 @@ def evaluate(args) -> dict:
 def main(argv=None) -> int:
     from agents.config import ConfigError
     from envs import EnvError
+    from priors.npmp.experts import FanOutError
 
     args = parse_args(argv)
     try:
@@ -190,7 +191,7 @@ def main(argv=None) -> int:
                 distill(args)
             args.primitives, args.out, args.latent_iterations, args.no_write_meta = args.out, args.report, 300, False
             evaluate(args)
-    except (ModuleFileError, ConfigError, EnvError, FileNotFoundError, ValueError) as e:
+    except (ModuleFileError, ConfigError, EnvError, FileNotFoundError, ValueError, FanOutError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
