@@ -1,11 +1,11 @@
 """The NPMP pipeline from the command line (seed 000 Ch 8; docs/npmp.md).
 
-    python -m priors.npmp experts --steps 20000                 # tracking experts, one svg0 run per snippet, on Ray
+    python -m priors.npmp experts --steps 12000                 # tracking experts, one svg0 run per snippet, on Ray
     python -m priors.npmp report-experts --out runs/npmp/experts.json
     python -m priors.npmp collect                               # noisy rollouts + LFPC data -> runs/npmp/data.h5
     python -m priors.npmp distill --out data/primitives/npmp    # BC (or --scheme lfpc), beta 0.1
     python -m priors.npmp evaluate --primitives data/primitives/npmp --out runs/npmp/report.json
-    python -m priors.npmp all --steps 20000                     # the four stages above, resumable
+    python -m priors.npmp all --steps 12000                     # the four stages above, resumable
 
 Every stage takes ``--address`` (a Ray cluster; default: a local one) where it fans out over snippets.
 """
@@ -77,7 +77,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="do not copy the evaluation numbers into the primitives' meta.json")
     a = sub.add_parser("all", help="experts, collect, distill and evaluate in turn (each stage resumes or skips)")
     _common(a), _collect_args(a), _distill_args(a)
-    a.add_argument("--steps", type=int, default=20_000, help="environment steps per expert")
+    a.add_argument("--steps", type=int, default=12_000, help="environment steps per expert")
+    a.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                   help="svg0 setting of the experts (as for the experts command)")
     a.add_argument("--report", type=Path, default=RUNS / "npmp" / "report.json")
     return p.parse_args(argv)
 
@@ -184,7 +186,7 @@ def main(argv=None) -> int:
             from priors.npmp.experts import train_experts
 
             train_experts([*args.snippets, *args.held_out], args.experts_root, args.steps, address=args.address,
-                          num_cpus=args.num_cpus, seed=args.seed)
+                          num_cpus=args.num_cpus, seed=args.seed, overrides=args.overrides)
             if not args.data.is_file():
                 collect(args)
             if not (args.out / "meta.json").is_file():
