@@ -342,7 +342,17 @@ def evaluate_expert(run_dir: str | Path, episodes: int = 5, seed: int = 0) -> di
     lengths = [len(e["rewards"]) for e in episodes_run]
     terminations = [e["terminated"] for e in episodes_run]
     mean_return = float(np.mean(returns))
-    return {"snippet": expert.snippet, "run_dir": str(run_dir), "env_steps": expert.steps, "episodes": episodes,
+    baseline = {}
+    if expert.residual_scale is not None:   # what the feed-forward reference controller alone scores (no correction)
+        env = expert.make_env(seed=0)
+        env.reset(seed=seed)
+        total, steps, done = 0.0, 0, False
+        while not done:
+            _, reward, terminated, truncated, _ = env.step(np.zeros(expert.action_dim, np.float32))
+            total, steps, done = total + reward, steps + 1, terminated or truncated
+        env.close()
+        baseline = {"feed_forward_return": total, "feed_forward_steps": steps}
+    return {**baseline, "snippet": expert.snippet, "run_dir": str(run_dir), "env_steps": expert.steps, "episodes": episodes,
             "return": mean_return, "return_std": float(np.std(returns)),
             "reference_return": reference["reference_return"], "playback_return": reference["playback_return"],
             "relative_return": mean_return / reference["reference_return"],
@@ -449,11 +459,12 @@ def run_experts(args: argparse.Namespace) -> int:
 
 def format_report(rows: list[dict]) -> str:
     lines = [f"{'snippet':<16}{'env steps':>10}{'return':>9}{'reference':>10}{'relative':>9}"
-             f"{'steps':>8}{'of':>5}{'seconds':>9}{'terminated':>11}"]
+             f"{'steps':>8}{'of':>5}{'seconds':>9}{'terminated':>11}{'feed-forward':>14}"]
     for r in rows:
         lines.append(f"{r['snippet']:<16}{r['env_steps']:>10}{r['return']:>9.1f}{r['reference_return']:>10.1f}"
                      f"{r['relative_return']:>9.2f}{r['mean_steps']:>8.1f}{r['full_steps']:>5}"
-                     f"{r['mean_seconds']:>9.2f}{r['termination_fraction']:>11.2f}")
+                     f"{r['mean_seconds']:>9.2f}{r['termination_fraction']:>11.2f}"
+                     f"{r.get('feed_forward_return', float('nan')):>14.1f}")
     if rows:
         lines.append(f"{len(rows)} experts; mean relative return "
                      f"{np.mean([r['relative_return'] for r in rows]):.3f}")
