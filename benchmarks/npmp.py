@@ -11,9 +11,10 @@ falls less than beta = 0.001 (median over 10 seeds). Reported per condition: ste
 ``WINDOW`` training returns to reach ``THRESHOLD``, final training return, evaluation return, fraction of episodes
 ending in a fall (``train/fell``, over all and over the last ``WINDOW`` episodes) and the last latent statistics.
 
-The pipeline's own numbers (experts' relative returns, one-shot imitation on training and held-out clips, the
-latent-optimisation diagnostic) come from ``python -m priors.npmp evaluate`` (its report JSON, ``--pipeline-report``)
-and are copied into the same results file, so benchmarks/results/npmp.json holds every NPMP number.
+The pipeline's own numbers (experts' relative returns from ``python -m priors.npmp report-experts``, one-shot
+imitation on training and held-out clips and the latent-optimisation diagnostic from ``python -m priors.npmp
+evaluate``) are read from their JSON reports in ``--pipeline-dir`` and copied into the same results file, so
+benchmarks/results/npmp.json holds every NPMP number.
 
     python benchmarks/npmp.py                                   # 3 seeds x 3 conditions, 2 worker processes
     python benchmarks/npmp.py --steps 2000 --seeds 0 --conditions scratch   # a quick look
@@ -89,8 +90,9 @@ def main(argv=None) -> int:
     p.add_argument("--conditions", nargs="+", default=["scratch", "npmp_beta_0.1", "npmp_beta_0.001"])
     p.add_argument("--weak", type=Path, default=ROOT / "runs" / "npmp" / "primitives-beta0.001",
                    help="primitives distilled with beta = 0.001")
-    p.add_argument("--pipeline-report", type=Path, default=ROOT / "runs" / "npmp" / "report.json",
-                   help="the report of `python -m priors.npmp evaluate` (experts, one-shot imitation)")
+    p.add_argument("--pipeline-dir", type=Path, default=ROOT / "runs" / "npmp",
+                   help="where the pipeline's reports are: experts.json (report-experts) and report*.json "
+                        "(evaluate: one-shot imitation and latent optimisation per primitives)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--workdir", type=Path, default=ROOT / "runs" / "npmp_benchmark")
     p.add_argument("--output", type=Path, default=RESULTS)
@@ -115,8 +117,9 @@ def main(argv=None) -> int:
             for name in args.conditions for seed in args.seeds]
     if not args.report:
         run_jobs(_job, jobs, args.workers, runs, args.output, header)
-    pipeline = json.loads(args.pipeline_report.read_text()) if args.pipeline_report.is_file() else \
-        previous.get("pipeline")
+    reports = {path.stem: json.loads(path.read_text()) for path in sorted(args.pipeline_dir.glob("*.json"))
+               if path.stem == "experts" or path.stem.startswith("report")}
+    pipeline = reports or previous.get("pipeline")
     result = {**header, "pipeline": pipeline,
               "reuse": summarise(runs, list(specs), args.seeds, args.steps), "runs": runs}
     write_json(args.output, result)
