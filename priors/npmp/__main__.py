@@ -55,6 +55,8 @@ def _distill_args(p):
     p.add_argument("--latent-dim", type=int, default=60)
     p.add_argument("--encoder-hidden", default="1024,1024")
     p.add_argument("--decoder-hidden", default="1024,1024,1024")
+    p.add_argument("--logdir", type=Path, default=None,
+                   help="TensorBoard directory of the distillation (default: runs/npmp/tb/<out's name>)")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -120,7 +122,8 @@ def distill(args) -> Path:
                               beta=args.beta)
     config = DistillConfig(scheme=args.scheme, steps=args.distill_steps, batch=args.batch, seed=args.seed)
     run(dataset, args.out, model_config, config, {"proprio": dataset.state_dim}, device=args.device,
-        meta={"held_out": list(args.held_out), "data": str(args.data)})
+        meta={"held_out": list(args.held_out), "data": str(args.data)},
+        logdir=args.logdir or RUNS / "npmp" / "tb" / Path(args.out).name)
     print(f"primitives written to {args.out}")
     return args.out
 

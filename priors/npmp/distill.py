@@ -13,7 +13,7 @@ the default ``DistillConfig`` batch is smaller (64 subsequences) because a 3 x 1
 several seconds per update on one CPU core -- the setting is recorded in the saved primitives.
 
 Training writes TensorBoard scalars (``loss/npmp``, ``npmp/log_likelihood``, ``npmp/kl``, ``npmp/action_mse``) to
-``<out>.tb`` (beside the primitives directory), and the primitives directory is rewritten atomically every
+``logdir`` (default: ``<out>.tb`` beside the primitives directory), and the primitives directory is rewritten atomically every
 ``save_every`` steps and at the end, so an interrupted run leaves the last complete model.
 """
 from __future__ import annotations
@@ -60,7 +60,8 @@ def sample_batch(dataset, config: DistillConfig, generator: torch.Generator, dev
 
 
 def distill(dataset, out_dir: Path, model_config: NPMPConfig, config: DistillConfig, obs_groups: dict[str, int],
-            device: torch.device | str = "cpu", meta: dict | None = None, progress: bool = True) -> NPMP:
+            device: torch.device | str = "cpu", meta: dict | None = None, progress: bool = True,
+            logdir: Path | None = None) -> NPMP:
     """Train an NPMP on ``dataset`` (an ``NPMPDataset``) and save it to ``out_dir`` (see the module docstring)."""
     from torch.utils.tensorboard import SummaryWriter
 
@@ -71,7 +72,7 @@ def distill(dataset, out_dir: Path, model_config: NPMPConfig, config: DistillCon
     model = NPMP(model_config).to(device)
     optimiser = torch.optim.Adam(model.parameters(), lr=config.lr)
     out_dir = Path(out_dir)
-    writer = SummaryWriter(str(out_dir.with_name(out_dir.name + ".tb")))
+    writer = SummaryWriter(str(logdir or out_dir.with_name(out_dir.name + ".tb")))
     record = {**(meta or {}), "distill": dataclasses.asdict(config), "beta": model_config.beta,
               "clips": list(dataset.snippets)}
     start, last = time.monotonic(), {}
