@@ -56,7 +56,8 @@ def _distill_args(p):
     p.add_argument("--encoder-hidden", default="1024,1024")
     p.add_argument("--decoder-hidden", default="1024,1024,1024")
     p.add_argument("--logdir", type=Path, default=None,
-                   help="TensorBoard directory of the distillation (default: runs/npmp/tb/<out's name>)")
+                   help="TensorBoard directory of the distillation (default: <out>.tb beside the primitives, or "
+                        "runs/npmp/tb/<name> for primitives inside the repo's data/)")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -123,9 +124,14 @@ def distill(args) -> Path:
     config = DistillConfig(scheme=args.scheme, steps=args.distill_steps, batch=args.batch, seed=args.seed)
     run(dataset, args.out, model_config, config, {"proprio": dataset.state_dim}, device=args.device,
         meta={"held_out": list(args.held_out), "data": str(args.data)},
-        logdir=args.logdir or RUNS / "npmp" / "tb" / Path(args.out).name)
+        logdir=args.logdir or _shipped_logdir(Path(args.out)))
     print(f"primitives written to {args.out}")
     return args.out
+
+
+def _shipped_logdir(out: Path) -> Path | None:
+    """Distillation logs of primitives written into data/ (shipped) go to runs/, which git ignores."""
+    return RUNS / "npmp" / "tb" / out.name if out.resolve().is_relative_to(ROOT / "data") else None
 
 
 def _widths(text: str) -> tuple[int, ...]:
