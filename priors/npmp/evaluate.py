@@ -100,13 +100,13 @@ def summarise(results: list[dict], threshold: float = 0.5) -> dict:
     ``threshold`` (the thesis's 43 % -> 78 % statistic)."""
     scored = [r for r in results if "one_shot_relative" in r and np.isfinite(r["one_shot_relative"])]
 
-    def median(values):
-        return float(statistics.median(values)) if values else float("nan")
+    def median(values):   # None where there is nothing to take the median of (JSON has no NaN)
+        return float(statistics.median(values)) if values else None
 
     failed = [r for r in scored if r["one_shot_relative"] < threshold]
     return {"clips": len(results), "scored": len(scored),
             "median_one_shot_relative": median([r["one_shot_relative"] for r in scored]),
-            "mean_one_shot_relative": float(np.mean([r["one_shot_relative"] for r in scored])) if scored else float("nan"),
+            "mean_one_shot_relative": float(np.mean([r["one_shot_relative"] for r in scored])) if scored else None,
             "below_threshold": len(failed), "threshold": threshold,
             "median_below_threshold_before": median([r["one_shot_relative"] for r in failed]),
             "median_below_threshold_after_latent_opt": median([r["latent_opt_relative"] for r in failed])}
