@@ -85,7 +85,7 @@ def evaluate_clip(model, expert_trajectory: dict, snippet: str, latent_iteration
     optimised_return, optimised_steps = run_latents(model, snippet, optimised, seed, ref_path)
 
     def relative(x: float) -> float:
-        return x / expert_return if expert_return > 0 else float("nan")
+        return x / expert_return if expert_return > 0 else None
 
     return {"snippet": snippet, "horizon": horizon, "expert_return": expert_return,
             "one_shot_return": one_shot_return, "one_shot_steps": one_shot_steps,
@@ -98,7 +98,7 @@ def evaluate_clip(model, expert_trajectory: dict, snippet: str, latent_iteration
 def summarise(results: list[dict], threshold: float = 0.5) -> dict:
     """Medians of relative one-shot performance, and of the latent-optimisation diagnostic on the clips below
     ``threshold`` (the thesis's 43 % -> 78 % statistic)."""
-    scored = [r for r in results if "one_shot_relative" in r and np.isfinite(r["one_shot_relative"])]
+    scored = [r for r in results if r.get("one_shot_relative") is not None]
 
     def median(values):   # None where there is nothing to take the median of (JSON has no NaN)
         return float(statistics.median(values)) if values else None
