@@ -123,10 +123,15 @@ def distill(args) -> Path:
                               beta=args.beta)
     config = DistillConfig(scheme=args.scheme, steps=args.distill_steps, batch=args.batch, seed=args.seed)
     run(dataset, args.out, model_config, config, {"proprio": dataset.state_dim}, device=args.device,
-        meta={"held_out": list(args.held_out), "data": str(args.data)},
+        meta={"held_out": list(args.held_out), "data": _repo_relative(args.data)},
         logdir=args.logdir or _shipped_logdir(Path(args.out)))
     print(f"primitives written to {args.out}")
     return args.out
+
+
+def _repo_relative(path: Path) -> str:
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def _shipped_logdir(out: Path) -> Path | None:
