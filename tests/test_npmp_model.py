@@ -121,3 +121,25 @@ def test_primitives_roundtrip_bit_for_bit_and_bad_files_fail_clearly(tmp_path):
     meta_file.write_text(json.dumps({**record, "config": {**record["config"], "latent_dim": 5}}))
     with pytest.raises(ModuleFileError, match="do not match"):
         load_primitives(path)
+
+
+def test_shipped_primitives_load_with_their_record_and_drive_the_humanoid():
+    import numpy as np
+
+    import envs
+    from priors.npmp import DEFAULT_PRIMITIVES
+    from priors.reuse import LatentActionEnv
+
+    model, meta = load_primitives(DEFAULT_PRIMITIVES)
+    c = model.config
+    assert (c.latent_dim, c.encoder_hidden, c.decoder_hidden, c.decoder_std, c.ar_coef, c.beta, c.lookahead) == \
+        (60, (1024, 1024), (1024, 1024, 1024), 0.1, 0.95, 0.1, 5)
+    assert meta["obs_groups"] == {"proprio": 224} and len(meta["clips"]) >= 8 and meta["steps"] > 0
+    assert not set(meta["clips"]) & set(meta["held_out"])
+    assert {"train", "held_out"} <= set(meta["evaluation"]) and set(meta["experts"]) >= set(meta["clips"])
+    env = LatentActionEnv(envs.make("humanoid", seed=0), model.decode, c.latent_dim, meta["obs_groups"],
+                          mean_to_action="clip", action_dim=c.action_dim)
+    env.reset(seed=0)
+    for _ in range(3):
+        _, reward, terminated, truncated, info = env.step(np.zeros(c.latent_dim, np.float32))
+        assert np.isfinite(reward) and info["latent"].shape == (c.latent_dim,)
