@@ -8,7 +8,8 @@ reward 1 per step within 1 m), ≥ 3 seeds each, identical svg0 settings (``COMM
   "very weakly regularised" module; made by ``python -m priors.npmp distill --beta 0.001``, path ``--weak``).
 The thesis: reuse learns an order of magnitude faster than scratch, and the beta = 0.1 module trains faster and
 falls less than beta = 0.001 (median over 10 seeds). Reported per condition: steps for the mean of the last
-``WINDOW`` training returns to reach ``THRESHOLD``, final training return, evaluation return, fraction of episodes
+``WINDOW`` training returns to reach ``THRESHOLD``, final training return, evaluation return, mean episode length
+(steps before a fall; the episode limit is 25 s = 833 steps), fraction of episodes
 ending in a fall (``train/fell``, over all and over the last ``WINDOW`` episodes) and the last latent statistics.
 
 The pipeline's own numbers (experts' relative returns from ``python -m priors.npmp report-experts``, one-shot
@@ -34,7 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.runs import run_jobs, steps_to_threshold, train_and_read, write_json  # noqa: E402
+from benchmarks.runs import read_series, run_jobs, steps_to_threshold, train_and_read, write_json  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "npmp.json"
 ENV = "humanoid"
@@ -59,12 +60,20 @@ def _job(args):
     return key, record
 
 
-def summarise(runs: dict, names: list[str], seeds: list[int], steps: int) -> dict:
+def logdir_of(workdir: Path, name: str, seed: int, steps: int) -> Path:
+    return workdir / f"{name}-seed{seed}-steps{steps}"
+
+
+def summarise(runs: dict, names: list[str], seeds: list[int], steps: int, workdir: Path) -> dict:
     out = {}
     for name in names:
-        records = [runs[k] for k in (f"{name}|seed={s}|steps={steps}" for s in seeds) if k in runs]
+        done = [s for s in seeds if f"{name}|seed={s}|steps={steps}" in runs]
+        records = [runs[f"{name}|seed={s}|steps={steps}"] for s in done]
         if not records:
             continue
+        # episode length = time before a fall (or the 25 s limit): read back from each run's events
+        lengths = [[v for _, v in read_series(logdir_of(workdir, name, s, steps), "train/episode_length")]
+                   for s in done]
         reached = [steps_to_threshold(r["curve"], THRESHOLD, WINDOW) for r in records]
         final = [float(np.mean([v for _, v in r["curve"][-WINDOW:]])) if r["curve"] else float("nan")
                  for r in records]
@@ -75,6 +84,8 @@ def summarise(runs: dict, names: list[str], seeds: list[int], steps: int) -> dic
                      "eval_return_mean": float(np.mean([r["eval_return"] for r in records])),
                      "eval_return_std": float(np.std([r["eval_return"] for r in records])),
                      "episodes_mean": float(np.mean([r["episodes"] for r in records])),
+                     "episode_length_mean": [round(float(np.mean(n)), 2) if n else None for n in lengths],
+                     "episode_length_last": [round(float(np.mean(n[-WINDOW:])), 2) if n else None for n in lengths],
                      # train/fell is 0/1 per episode: the fraction of falls over all and over the last episodes
                      "fell_fraction": [round(float(np.mean(f)), 4) if f else None for f in falls],
                      "fell_fraction_last": [round(float(np.mean(f[-WINDOW:])), 4) if f else None for f in falls],
@@ -113,7 +124,7 @@ def main(argv=None) -> int:
     previous = json.loads(args.output.read_text()) if args.output.exists() else {}
     runs = previous.get("runs", {}) if previous.get("steps") == args.steps else {}
     jobs = [(f"{name}|seed={seed}|steps={args.steps}", *specs[name][:1], seed, args.steps, specs[name][1],
-             str(args.workdir / f"{name}-seed{seed}-steps{args.steps}"))
+             str(logdir_of(args.workdir, name, seed, args.steps)))
             for name in args.conditions for seed in args.seeds]
     if not args.report:
         run_jobs(_job, jobs, args.workers, runs, args.output, header)
@@ -121,7 +132,7 @@ def main(argv=None) -> int:
                if path.stem == "experts" or path.stem.startswith("report")}
     pipeline = reports or previous.get("pipeline")
     result = {**header, "pipeline": pipeline,
-              "reuse": summarise(runs, list(specs), args.seeds, args.steps), "runs": runs}
+              "reuse": summarise(runs, list(specs), args.seeds, args.steps, args.workdir), "runs": runs}
     write_json(args.output, result)
     print(json.dumps(result["reuse"], indent=1))
     return 0

@@ -39,6 +39,15 @@ def train_and_read(env: str, agent: str, seed: int, steps: int, overrides: dict[
             "series": {t: [(e.step, e.value) for e in events.Scalars(t)] for t in tags if t in scalars}}
 
 
+def read_series(logdir: Path, tag: str) -> list[tuple[int, float]]:
+    """(step, value) of one TensorBoard scalar of a finished run directory ([] if it never logged it)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(logdir), size_guidance={"scalars": 0})
+    events.Reload()
+    return [(e.step, e.value) for e in events.Scalars(tag)] if tag in events.Tags()["scalars"] else []
+
+
 def steps_to_threshold(curve: list, threshold: float, window: int) -> int | None:
     """The first step at which the mean of the last ``window`` training returns reaches ``threshold``."""
     returns = [r for _, r in curve]
