@@ -128,6 +128,8 @@ def main(argv=None) -> int:
             for name in args.conditions for seed in args.seeds]
     if not args.report:
         run_jobs(_job, jobs, args.workers, runs, args.output, header)
+    else:   # the runs' own command and machine, not this rebuild's
+        header = {k: previous.get(k, v) for k, v in header.items()}
     reports = {path.stem: json.loads(path.read_text()) for path in sorted(args.pipeline_dir.glob("*.json"))
                if path.stem == "experts" or path.stem.startswith("report")}
     pipeline = reports or previous.get("pipeline")
