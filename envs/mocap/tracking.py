@@ -32,7 +32,7 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-from dm_control import composer, mjcf
+from dm_control import composer
 from dm_control.locomotion.arenas import floors
 from dm_control.locomotion.tasks.reference_pose import tracking, types
 from dm_control.locomotion.walkers import cmu_humanoid
@@ -153,7 +153,6 @@ class TrackingEnv(DMEnv):
                  reference: str = "full", clip_start: bool = False, residual_scale: float | None = None):
         self.clips = list(clips)
         self.residual_scale = residual_scale
-        self._reference_actions = self._feed_forward(ref_path) if residual_scale is not None else None
 
         def load(env_seed: int):
             task = build_task(self.clips, ref_path, playback=playback, reference=reference,
@@ -162,12 +161,12 @@ class TrackingEnv(DMEnv):
 
         super().__init__(load, seed=seed, action_repeat=action_repeat, render_size=render_size,
                          group_of=observation_group, camera_id="walker/back")
+        self._reference_actions = self._feed_forward(ref_path) if residual_scale is not None else None
 
     def _feed_forward(self, ref_path) -> dict[str, np.ndarray]:
         """Per clip, [num_steps, actuators] actions that command each servo to the reference joint angle (the
         position actuators map [-1, 1] linearly onto their joint's range)."""
-        walker = cmu_humanoid.CMUHumanoidPositionControlledV2020()
-        physics = mjcf.Physics.from_mjcf_model(walker.mjcf_model)
+        walker, physics = self._env.task._walker, self._env.physics
         joints = [actuator.joint for actuator in walker.actuators]
         mocap_order = [joint.name for joint in walker.mocap_joints]
         rows = [mocap_order.index(joint.name) for joint in joints]

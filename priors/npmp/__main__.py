@@ -87,20 +87,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _check_experts(args, snippets) -> list[Path]:
-    dirs = [args.experts_root / s for s in snippets]
-    missing = [str(d) for d in dirs if not (d / "config.json").is_file()]
-    if missing:
-        raise ModuleFileError(f"no expert run in {', '.join(missing)} (train them with `python -m priors.npmp "
-                              "experts`)")
-    return dirs
-
-
 def collect(args) -> Path:
     from priors.npmp import data
-    from priors.npmp.experts import on_ray
+    from priors.npmp.experts import expert_dirs, on_ray
 
-    dirs = _check_experts(args, [*args.snippets, *args.held_out])
+    dirs = expert_dirs(args.experts_root, [*args.snippets, *args.held_out])
     results = on_ray(lambda d: data.collect_expert(d, trajectories=args.trajectories,
                                                    action_noise_std=args.action_noise,
                                                    perturbation_trajectories=args.perturbation_trajectories,
@@ -152,6 +143,7 @@ def evaluate(args) -> dict:
     from priors.npmp import load_primitives, save_primitives
     from priors.npmp.data import Expert, expert_rollout
     from priors.npmp.evaluate import evaluate_clip, summarise
+    from priors.npmp.experts import expert_dirs
 
     torch.set_num_threads(1)
     model, meta = load_primitives(args.primitives, args.device)
@@ -159,7 +151,7 @@ def evaluate(args) -> dict:
               "scheme": (meta.get("distill") or {}).get("scheme")}
     for split, snippets in (("train", args.snippets), ("held_out", args.held_out)):
         results = []
-        for directory in _check_experts(args, snippets):
+        for directory in expert_dirs(args.experts_root, snippets):
             expert = Expert(directory)
             trajectory = expert_rollout(expert, seed=args.seed)
             result = evaluate_clip(model, trajectory, directory.name, args.latent_iterations, args.seed)
