@@ -237,18 +237,22 @@ class Trainer:
                 episode_return, episode_length = 0.0, 0
 
             if self.actor_steps >= cfg.learning_starts and self.actor_steps % cfg.update_every == 0:
-                metrics = self.agent.update(self.replay.sample(cfg.batch_size, self.device))
-                bad = [k for k, v in metrics.items() if not math.isfinite(v)]
-                if bad:
-                    raise TrainingDiverged(
-                        f"{', '.join(bad)} became non-finite at env step {self.env_steps}; lower the learning rates "
-                        f"(the *lr keys of `train.py --list`) or set grad_clip; the last checkpoint is intact")
-                for k, v in metrics.items():
-                    sums[k] = sums.get(k, 0.0) + v
-                count += 1
+                for _ in range(getattr(cfg, "updates_per_step", 1)):
+                    metrics = self.agent.update(self.replay.sample(cfg.batch_size, self.device))
+                    for k, v in metrics.items():  # floats or 0-d tensors: summed without a host sync
+                        sums[k] = sums.get(k, 0.0) + (v.detach() if torch.is_tensor(v) else v)
+                    count += 1
 
             done = self.env_steps >= run.steps
-            if _crossed(run.log_every, previous, self.env_steps) or done:
+            checkpointing = _crossed(run.checkpoint_every, previous, self.env_steps) or done
+            if _crossed(run.log_every, previous, self.env_steps) or checkpointing:
+                # metrics are read (and checked) here, and always before a checkpoint is written
+                means = {k: float(v) / count for k, v in sums.items()}
+                bad = [k for k, v in means.items() if not math.isfinite(v)]
+                if bad:
+                    raise TrainingDiverged(
+                        f"{', '.join(bad)} became non-finite before env step {self.env_steps}; lower the learning "
+                        f"rates (the *lr keys of `train.py --list`) or set grad_clip; the last checkpoint is intact")
                 now = time.perf_counter()
                 elapsed = max(now - time_at_log, 1e-9)
                 env_rate = (self.env_steps - steps_at_log) / elapsed
@@ -256,8 +260,8 @@ class Trainer:
                 writer.add_scalar("perf/updates_per_s", (self.agent.updates - updates_at_log) / elapsed,
                                   self.env_steps)
                 writer.add_scalar("replay/size", len(self.replay), self.env_steps)
-                for k, v in sums.items():
-                    writer.add_scalar(k, v / count, self.env_steps)
+                for k, v in means.items():
+                    writer.add_scalar(k, v, self.env_steps)
                 sums, count = {}, 0
                 updates_at_log, steps_at_log, time_at_log = self.agent.updates, self.env_steps, now
                 bar.set_postfix(ret=f"{last_return:.1f}", eval=f"{eval_return:.1f}", sps=f"{env_rate:.0f}")
@@ -269,7 +273,7 @@ class Trainer:
                 if record:
                     write_video(writer, self.run_dir, "eval/video", frames, self.env_steps, fps)
                 bar.set_postfix(ret=f"{last_return:.1f}", eval=f"{eval_return:.1f}")
-            if _crossed(run.checkpoint_every, previous, self.env_steps) or done:
+            if checkpointing:
                 writer.flush()
                 self.save_checkpoint()
         bar.close()

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from agents.distributions import SquashedGaussian
-from inference.layers.ensemble import Ensemble
+from inference.layers.batched import BatchedMLP
 from inference.layers.mlp import bounded_log_std, mlp
 
 
@@ -43,16 +43,29 @@ class QNetwork(nn.Module):
         return torch.cat([head(x) for head in self.heads], dim=-1)
 
 
-class EnsembleQNetwork(nn.Module):
-    """A bootstrapped critic ensemble with randomised prior functions, Q_k = f_k + beta p_k (p_k frozen), built on
-    inference/layers/ensemble.py; same interface as QNetwork: (obs, action) -> [..., K]."""
+class Critic(nn.Module):
+    """``heads`` critics Q_h(s, a) -> [..., heads], evaluated as one batched module (inference/layers/batched.py).
 
-    def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int], size: int, prior_scale: float):
+    ``norm``: none | layernorm | residual (the body of each head). ``prior_scale = beta > 0`` gives every head a
+    frozen randomised prior function, Q_h = f_h + beta p_h (Osband et al. 2018; bootstrapped exploration)."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden: Sequence[int], heads: int = 1, norm: str = "none",
+                 prior_scale: float = 0.0):
         super().__init__()
-        self.ensemble = Ensemble(lambda: mlp(obs_dim + action_dim, hidden, 1), size, prior_scale)
+        self.body = BatchedMLP(heads, obs_dim + action_dim, hidden, 1, norm)
+        self.prior_scale = prior_scale
+        if prior_scale > 0:
+            self.prior = BatchedMLP(heads, obs_dim + action_dim, hidden, 1, norm)
+            self.prior.requires_grad_(False)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        return self.ensemble(_state_action(obs, action)).squeeze(-1).movedim(0, -1)
+        x = _state_action(obs, action)
+        q = self.body(x)
+        if self.prior_scale > 0:
+            with torch.no_grad():
+                prior = self.prior(x)
+            q = q + self.prior_scale * prior
+        return q.squeeze(-1).movedim(0, -1)
 
 
 def _state_action(obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
@@ -65,6 +78,12 @@ def hard_update(target: nn.Module, online: nn.Module) -> None:
     with torch.no_grad():
         for t, o in zip(target.parameters(), online.parameters()):
             t.copy_(o)
+
+
+def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
+    """theta_T <- (1 - tau) theta_T + tau theta_O, at every update (the alternative to hard copies)."""
+    with torch.no_grad():
+        torch._foreach_lerp_(list(target.parameters()), list(online.parameters()), tau)
 
 
 def frozen_copy(module: nn.Module) -> nn.Module:

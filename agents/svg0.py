@@ -73,10 +73,11 @@ from gymnasium import spaces
 
 import priors
 from agents.config import ConfigError, box_action_dim
-from agents.networks import EnsembleQNetwork, GaussianPolicy, QNetwork, frozen_copy, hard_update
-from agents.observations import ObsLayout
+from agents.networks import Critic, GaussianPolicy, QNetwork, frozen_copy, hard_update, polyak_update
+from agents.observations import ObsLayout, RunningNormalizer
 from agents.retrace import retrace_targets, truncated_importance_weights
 from inference.layers import NoisyLinear, fixed_bootstrap_mask, reset_noise, ucb_action
+from inference.layers.batched import NORMS
 from priors.reuse import LatentActionEnv
 
 EXPLORATION = ("none", "noisy", "bootstrap", "ucb")
@@ -101,7 +102,14 @@ class SVG0Config:
     replay_capacity: int = 1_000_000
     learning_starts: int = 500  # actor steps before the first update
     update_every: int = 2  # actor steps per learner update
-    critics: int = 1  # 1: Alg 9's single critic; 2: clipped double Q (min over heads) against overestimation
+    updates_per_step: int = 1  # learner updates at each update point (update ratio = updates_per_step/update_every)
+    critics: int = 1  # critic heads, one batched module; 1: Alg 9's single critic, 2: clipped double Q
+    critic_reduce: str = "min"  # how targets and the policy combine the heads: min (clipped double Q) | mean
+    critic_norm: str = "none"  # critic body: none | layernorm | residual (inference/layers/batched.py)
+    critic_hidden: tuple[int, ...] = ()  # critic widths; () uses ``hidden``
+    obs_norm: bool = False  # running observation normalisation (agents/observations.py), saved in checkpoints
+    target_tau: float = 0.0  # 0: hard target copies every target_period updates (Alg 9 step 5); > 0: Polyak
+    policy_critic: str = "target"  # the critic the policy ascends: target (Alg 9 step 4) | online
     grad_clip: float | None = None  # max gradient norm per network; None: no clipping
     # behaviour prior (Ch 7; see the module docstring)
     prior: str = "none"  # none | mlp | lstm | latent
@@ -144,6 +152,16 @@ class SVG0Config:
             (self.grad_clip is None or self.grad_clip > 0, "grad_clip must be > 0 (or none)"),
             (0 < self.policy_lr < math.inf and 0 < self.critic_lr < math.inf, "learning rates must be finite and > 0"),
             (self.update_every >= 1, "update_every must be >= 1"),
+            (self.updates_per_step >= 1, "updates_per_step must be >= 1"),
+            (self.critic_reduce in ("min", "mean"), "critic_reduce must be min or mean"),
+            (self.critic_norm in NORMS, f"critic_norm must be one of {', '.join(NORMS)}"),
+            (not self.critic_hidden or min(self.critic_hidden) >= 1, "critic_hidden must list positive widths"),
+            (self.critic_norm != "residual" or len(set(self.critic_hidden or self.hidden)) == 1,
+             "critic_norm=residual needs equal critic widths (critic_hidden=256,256)"),
+            (0.0 <= self.target_tau <= 1.0, "target_tau must be in [0, 1] (0: hard copies every target_period)"),
+            (self.policy_critic in ("target", "online"), "policy_critic must be target or online"),
+            (self.exploration != "noisy" or self.critic_norm == "none",
+             "exploration=noisy builds its own NoisyLinear critic; it does not combine with critic_norm"),
             (len(self.hidden) >= 1 and min(self.hidden) >= 1, "hidden must list positive layer widths"),
             (self.prior in ("none", *priors.KINDS), f"prior must be none, {', '.join(priors.KINDS)}"),
             (len(self.prior_obs) >= 1, "prior_obs must name at least one observation group"),
@@ -187,11 +205,16 @@ class SVG0Agent:
         self.noisy = config.exploration == "noisy"
         linear = functools.partial(NoisyLinear, sigma0=config.noise_sigma0) if self.noisy else torch.nn.Linear
         self.policy = GaussianPolicy(obs_dim, self.action_dim, config.hidden, linear=linear).to(self.device)
-        if self.ensemble:
-            self.critic = EnsembleQNetwork(obs_dim, self.action_dim, config.hidden, config.ensemble_size,
-                                           config.ensemble_prior_scale).to(self.device)
+        critic_hidden = config.critic_hidden or config.hidden
+        if self.noisy:  # NoisyLinear heads (a loop over config.critics heads; usually one)
+            self.critic = QNetwork(obs_dim, self.action_dim, critic_hidden, config.critics, linear).to(self.device)
+        elif self.ensemble:
+            self.critic = Critic(obs_dim, self.action_dim, critic_hidden, config.ensemble_size, config.critic_norm,
+                                 config.ensemble_prior_scale).to(self.device)
         else:
-            self.critic = QNetwork(obs_dim, self.action_dim, config.hidden, config.critics, linear).to(self.device)
+            self.critic = Critic(obs_dim, self.action_dim, critic_hidden, config.critics,
+                                 config.critic_norm).to(self.device)
+        self.obs_norm = RunningNormalizer(obs_dim).to(self.device) if config.obs_norm else None
         self.head = 0  # the ensemble head acting in this episode (bootstrap)
         self.mask_salt = int(torch.randint(2**31 - 1, ()))  # which heads a transition trains: fixed per agent
         self.target_policy = frozen_copy(self.policy)
@@ -270,6 +293,10 @@ class SVG0Agent:
     def act(self, obs: np.ndarray, deterministic: bool = False) -> tuple[np.ndarray, float]:
         """Action in [-1, 1] for one flat observation, and its behaviour log-probability log mu(a|s)."""
         state = torch.as_tensor(obs, device=self.device).unsqueeze(0)
+        if self.obs_norm is not None:
+            if not deterministic:  # statistics follow the states the actor visits, not evaluation episodes
+                self.obs_norm.update(state)
+            state = self.obs_norm(state)
         if deterministic:
             self.policy.eval()  # NoisyLinear layers run on their means
             mode = self.policy(state).mode[0]
@@ -319,7 +346,7 @@ class SVG0Agent:
             if self.prior is not None:  # KL^T_t = KL[pi^O || pi_0^T], the online policy against the target prior
                 kl_target, _ = self._prior_kl(self.target_prior, obs, action, mask, self.policy(obs[:, :K]))
                 rewards = rewards - cfg.kl_coef * kl_target
-                metrics["prior/kl_target"] = masked_mean(kl_target, mask).item()
+                metrics["prior/kl_target"] = masked_mean(kl_target, mask)
             # every head's own Retrace targets: heads are folded into the batch dimension
             H, B = value.shape[-1], value.shape[0]
             fold = lambda x: x.movedim(-1, 0).reshape(H * B, -1)  # noqa: E731
@@ -327,18 +354,23 @@ class SVG0Agent:
             targets = retrace_targets(per_head(rewards), per_head(batch["discount"]), per_head(mask), fold(q_taken),
                                       fold(value[:, 1:]), per_head(c), cfg.discount)
             targets = targets.reshape(H, B, K).movedim(0, -1)  # [B, K, H]
-        valid = mask.bool()
+        # metrics stay tensors: no host synchronisation inside the update (the loop reads them when it logs)
+        head_mask = mask.unsqueeze(-1).expand_as(targets)
+        target_mean = masked_mean(targets, head_mask)
         metrics.update({
-            "q/retrace_target_mean": targets[valid].mean().item(),
-            "q/retrace_target_std": targets[valid].std().item() if valid.sum() > 1 else 0.0,
-            "retrace/mean_c": c[valid].mean().item(),
-            "retrace/truncated_fraction": (log_ratio[valid] > 0).float().mean().item(),  # min(1, ratio) clipped
+            "q/retrace_target_mean": target_mean,
+            "q/retrace_target_std": masked_mean((targets - target_mean).pow(2), head_mask).sqrt(),
+            "retrace/mean_c": masked_mean(c, mask),
+            "retrace/truncated_fraction": masked_mean((log_ratio > 0).float(), mask),  # min(1, ratio) clipped
         })
         return targets, metrics
 
     def _critic_heads(self, q: torch.Tensor) -> torch.Tensor:
-        """Q over heads [..., heads] -> the heads targets are computed for: all ensemble heads, else the min."""
-        return q if self.ensemble else q.amin(-1, keepdim=True)
+        """Q over heads [..., heads] -> the heads targets are computed for: every ensemble head its own, else one
+        value from all heads (their min: clipped double Q, or their mean; ``critic_reduce``)."""
+        if self.ensemble:
+            return q
+        return q.amin(-1, keepdim=True) if self.config.critic_reduce == "min" else q.mean(-1, keepdim=True)
 
     def policy_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
         """Alg 9 step 4: -E_pi^O Q^T by reparameterised actions, + alpha E log pi^O, + kl_coef KL[pi^O || pi_0^T]."""
@@ -346,14 +378,15 @@ class SVG0Agent:
         K = action.shape[1]
         dist = self.policy(obs[:, :K])
         new_action, log_prob = dist.rsample_with_log_prob()
-        q_new = self.target_critic(obs[:, :K], new_action)
-        q_new = q_new.mean(-1) if self.ensemble else q_new.amin(-1)  # the ensemble's mean, or clipped double Q
+        critic = self.target_critic if self.config.policy_critic == "target" else self.critic
+        q_new = critic(obs[:, :K], new_action)
+        q_new = q_new.mean(-1) if self.ensemble else self._critic_heads(q_new)[..., 0]  # ensemble mean, or reduce
         per_step = self.alpha * log_prob - q_new
         metrics = {}
         if self.prior is not None and self.config.kl_in_policy_loss:
             kl, _ = self._prior_kl(self.target_prior, obs, action, mask, dist, analytic=True)
             per_step = per_step + self.config.kl_coef * kl
-            metrics["prior/kl_policy_term"] = masked_mean(kl.detach(), mask).item()
+            metrics["prior/kl_policy_term"] = masked_mean(kl.detach(), mask)
         return masked_mean(per_step, mask), log_prob, metrics
 
     def prior_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
@@ -363,7 +396,7 @@ class SVG0Agent:
             dist = self.policy(obs[:, :action.shape[1]])
         kl, terms = self._prior_kl(self.prior, obs, action, mask, dist)
         loss = masked_mean(kl, mask)
-        return loss, {"prior/kl_online": loss.item(), **{f"prior/bound_{k}": v for k, v in terms.items()}}
+        return loss, {"prior/kl_online": loss.detach(), **{f"prior/bound_{k}": v for k, v in terms.items()}}
 
     def bootstrap_masks(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """[B, K, heads]: whether each stored transition trains each head, fixed by its replay write id."""
@@ -377,8 +410,11 @@ class SVG0Agent:
             torch.nn.utils.clip_grad_norm_(parameters, self.config.grad_clip)
         optimiser.step()
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One learner step of Alg 9 on a batch of sequences; metrics as 0-d tensors (read them when logging)."""
         cfg = self.config
+        if self.obs_norm is not None:  # replay keeps raw observations; normalise with the current statistics
+            batch = {**batch, "obs": self.obs_norm(batch["obs"])}
         obs, action, mask = batch["obs"], batch["action"], batch["mask"]
         K = action.shape[1]
         if self.noisy:  # fresh, independent noise for the online and target networks at every update
@@ -395,13 +431,14 @@ class SVG0Agent:
         self._step(self.critic_opt, critic_loss, self.critic.parameters())
 
         policy_loss, log_prob, policy_metrics = self.policy_loss(batch)
+        # with policy_critic=online this also leaves gradients on the critic; its next step zeroes them first
         self._step(self.policy_opt, policy_loss, self.policy.parameters())
         metrics.update(policy_metrics)
 
         if self.prior_opt is not None:
             prior_loss, prior_metrics = self.prior_loss(batch)
             self._step(self.prior_opt, prior_loss, self.prior.parameters())
-            metrics.update({"loss/prior": prior_loss.item(), **prior_metrics})
+            metrics.update({"loss/prior": prior_loss.detach(), **prior_metrics})
 
         if self.alpha_opt is not None:
             alpha_loss = -self.log_alpha * masked_mean(log_prob.detach() + self.target_entropy, mask)
@@ -410,20 +447,23 @@ class SVG0Agent:
             self.alpha_opt.step()
 
         self.updates += 1
-        if self.updates % cfg.target_period == 0:  # step 5
-            hard_update(self.target_policy, self.policy)
-            hard_update(self.target_critic, self.critic)
-            if self.prior is not None:
-                hard_update(self.target_prior, self.prior)
+        pairs = [(self.target_policy, self.policy), (self.target_critic, self.critic)]
+        if self.prior is not None:
+            pairs.append((self.target_prior, self.prior))
+        if cfg.target_tau > 0:  # Polyak averaging at every update
+            for target, online in pairs:
+                polyak_update(target, online, cfg.target_tau)
+        elif self.updates % cfg.target_period == 0:  # step 5: hard copies every P updates
+            for target, online in pairs:
+                hard_update(target, online)
 
-        valid = mask.bool()
         metrics.update({
-            "loss/critic": critic_loss.item(),
-            "loss/policy": policy_loss.item(),
-            "q/mean": q.detach()[valid].mean().item(),
-            "policy/entropy": -log_prob.detach()[valid].mean().item(),
-            "policy/alpha": self.alpha.item(),
-            "replay/mean_sequence_length": mask.sum(1).mean().item(),
+            "loss/critic": critic_loss.detach(),
+            "loss/policy": policy_loss.detach(),
+            "q/mean": masked_mean(q.detach(), mask.unsqueeze(-1).expand_as(q)),
+            "policy/entropy": -masked_mean(log_prob.detach(), mask),
+            "policy/alpha": self.alpha,
+            "replay/mean_sequence_length": mask.sum(1).mean(),
         })
         return metrics
 
@@ -436,6 +476,8 @@ class SVG0Agent:
             "policy_opt": self.policy_opt.state_dict(), "critic_opt": self.critic_opt.state_dict(),
             "updates": self.updates, "mask_salt": torch.tensor(self.mask_salt),
         }
+        if self.obs_norm is not None:
+            state["obs_norm"] = self.obs_norm.state_dict()
         if self.alpha_opt is not None:
             state["alpha_opt"] = self.alpha_opt.state_dict()
         if self.prior is not None:
@@ -458,5 +500,7 @@ class SVG0Agent:
             self.target_prior.load_state_dict(state["target_prior"])
         if self.prior_opt is not None:
             self.prior_opt.load_state_dict(state["prior_opt"])
+        if self.obs_norm is not None:
+            self.obs_norm.load_state_dict(state["obs_norm"])
         self.updates = int(state["updates"])
         self.mask_salt = int(state["mask_salt"])

@@ -322,3 +322,24 @@ def test_humanoid_proprio_is_the_tracking_experts_proprio(name):
     specs = env._env.observation_spec(), track._env.observation_spec()
     assert [specs[0][k].shape for k in env._keys["proprio"]] == [specs[1][k].shape for k in track._keys["proprio"]]
     assert env.observation_space["proprio"].shape == track.observation_space["proprio"].shape == (224,)
+
+
+def test_suite_tasks_build_without_the_mocap_family():
+    """Claiming a name must not load mocap data: a suite task builds even where the tracking module cannot load."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    code = ("import sys; sys.modules['envs.mocap.tracking'] = None\n"  # any import of it now raises ImportError
+            "import envs; env = envs.make('walker-walk'); env.reset(seed=0); print('ok')")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "ok", result.stderr
+
+
+def test_mocap_family_names_match_the_tracking_module():
+    import envs.mocap
+    from envs.mocap import tracking
+
+    assert envs.mocap.FAMILIES == tracking.FAMILIES
+    assert envs.mocap.accepts("humanoid-track:07_01-0") and not envs.mocap.accepts("walker-walk")

@@ -64,11 +64,13 @@ def test_bootstrap_heads_train_only_on_their_masked_transitions():
     ids = torch.arange(5000)
     masks = fixed_bootstrap_mask(ids, 3, a.config.mask_prob, a.mask_salt)
     chosen = ids[(masks[:, 0] == 0) & (masks[:, 1] == 1)][:12].reshape(4, 3)  # head 0 sees none of them
-    members = a.critic.ensemble.members
-    before = [[p.clone() for p in m.parameters()] for m in members]
+    def head(k):  # head k's slice of every batched parameter of the critic
+        return [p[k].detach().clone() for p in a.critic.body.parameters()]
+
+    before = [head(k) for k in range(3)]
     a.update(batch(write_id=chosen))
-    assert same(before[0], list(members[0].parameters()))
-    assert not same(before[1], list(members[1].parameters()))
+    assert same(before[0], head(0))
+    assert not same(before[1], head(1))
     torch.testing.assert_close(a.bootstrap_masks(batch(write_id=chosen)),
                                fixed_bootstrap_mask(chosen, 3, a.config.mask_prob, a.mask_salt))
 
@@ -76,12 +78,12 @@ def test_bootstrap_heads_train_only_on_their_masked_transitions():
 @pytest.mark.parametrize("exploration", ["bootstrap", "ucb"])
 def test_randomised_prior_networks_stay_frozen(exploration):
     a = agent(exploration, target_period=1)
-    priors = [p.clone() for p in a.critic.ensemble.priors.parameters()]
-    assert all(not p.requires_grad for p in a.critic.ensemble.priors.parameters())
+    priors = [p.clone() for p in a.critic.prior.parameters()]
+    assert all(not p.requires_grad for p in a.critic.prior.parameters())
     for seed in range(3):
         a.update(batch(seed=seed))
-    assert same(priors, list(a.critic.ensemble.priors.parameters()))
-    assert same(priors, list(a.target_critic.ensemble.priors.parameters()))
+    assert same(priors, list(a.critic.prior.parameters()))
+    assert same(priors, list(a.target_critic.prior.parameters()))
 
 
 def test_ensemble_heads_differ_through_their_priors():

@@ -5,6 +5,15 @@ This package is an ``envs`` family (``names``, ``make``); both load ``tracking``
 ``python -m envs.mocap.convert`` does not import the tracking task."""
 
 
+FAMILIES = ("humanoid-track", "humanoid-track-time", "humanoid-track-residual")  # tracking.FAMILIES, without
+#                                                   importing it: claiming a name must not read mocap data
+
+
+def accepts(name: str) -> bool:
+    """``humanoid-track[-time|-residual][:<snippet>]``; an unknown snippet is ``make``'s error to report."""
+    return isinstance(name, str) and name.partition(":")[0] in FAMILIES
+
+
 def names() -> list[str]:
     from envs.mocap import tracking
 

@@ -44,7 +44,7 @@ from envs.mocap.convert import DEFAULT_OUTPUT
 FAMILY = "humanoid-track"
 TIMED_FAMILY = "humanoid-track-time"   # reference="time": the experts' time-indexed observations
 RESIDUAL_FAMILY = "humanoid-track-residual"   # reference="time" and residual_scale=RESIDUAL_SCALE: the experts' task
-FAMILIES = (FAMILY, TIMED_FAMILY, RESIDUAL_FAMILY)
+FAMILIES = (FAMILY, TIMED_FAMILY, RESIDUAL_FAMILY)  # envs.mocap.FAMILIES repeats these names (tested equal)
 RESIDUAL_SCALE = 0.3
 REF_STEPS = (1, 2, 3, 4, 5)
 MIN_STEPS = 10
