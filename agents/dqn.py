@@ -56,6 +56,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from agents.protocol import AgentBase
 from agents.config import ConfigError
 from agents.networks import frozen_copy, hard_update, mlp
 from agents.observations import ObsLayout
@@ -79,6 +80,7 @@ class DQNConfig:
     sequence_length: int = 1  # one-step transitions (see module docstring)
     learning_starts: int = 128  # actor steps before the first update
     update_every: int = 1  # actor steps per learner update
+    updates_per_step: int = 1  # learner updates at each update point
     grad_clip: float | None = None  # max gradient norm; None: no clipping
     # epsilon-greedy
     epsilon_start: float = 1.0
@@ -106,6 +108,7 @@ class DQNConfig:
             (self.replay_capacity > self.sequence_length + 1, "replay_capacity must exceed sequence_length + 1"),
             (self.learning_starts >= 0, "learning_starts must be >= 0"),
             (self.update_every >= 1, "update_every must be >= 1"),
+            (self.updates_per_step >= 1, "updates_per_step must be >= 1"),
             (self.grad_clip is None or self.grad_clip > 0, "grad_clip must be > 0 (or none)"),
             (0.0 <= self.epsilon_end <= 1.0 and 0.0 <= self.epsilon_start <= 1.0, "epsilons must be in [0, 1]"),
             (self.epsilon_decay_steps >= 0, "epsilon_decay_steps must be >= 0"),
@@ -127,7 +130,7 @@ def noisy_mlp(in_dim: int, hidden, out_dim: int, sigma0: float) -> nn.Sequential
     return mlp(in_dim, hidden, out_dim, linear=functools.partial(NoisyLinear, sigma0=sigma0))
 
 
-class DQNAgent:
+class DQNAgent(AgentBase):
     Config = DQNConfig
 
     def __init__(self, observation_space: spaces.Dict, action_space: spaces.Space, config: DQNConfig,

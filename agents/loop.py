@@ -24,6 +24,7 @@ import envs
 from agents import checkpoint
 from agents.config import ConfigError, from_dict
 from agents.observations import ObsLayout
+from agents.protocol import Agent
 from agents.replay import SequenceReplay
 
 
@@ -122,8 +123,8 @@ class Trainer:
         self.env = self._make_env(run.seed)
         self.eval_env = self._make_env(run.seed + 10_000)
         self.layout = ObsLayout(self.env.observation_space)
-        self.agent = agents.make(run.agent, self.env.observation_space, self.env.action_space, agent_config,
-                                 self.device)
+        self.agent: Agent = agents.make(run.agent, self.env.observation_space, self.env.action_space,
+                                        agent_config, self.device)
         self.rng = np.random.default_rng(run.seed)
         # discrete actions are stored as one float column holding the action index
         action_space = self.env.action_space
@@ -141,14 +142,7 @@ class Trainer:
         """The environment, wrapped by the agent where it acts through something else (a frozen low-level
         controller whose latent input is the agent's action: ``wrap_env(env, config, device)``)."""
         env = envs.make(self.run.env, seed=seed, action_repeat=self.run.action_repeat)
-        wrap = getattr(agents.agent_class(self.run.agent), "wrap_env", None)
-        return wrap(env, self.agent_config, self.device) if wrap is not None else env
-
-    def _begin_episode(self) -> None:
-        """Per-episode agent hook (resampling a Thompson head, fresh exploration noise, a new latent chain)."""
-        begin = getattr(self.agent, "begin_episode", None)
-        if begin is not None:
-            begin()
+        return agents.agent_class(self.run.agent).wrap_env(env, self.agent_config, self.device)
 
     # -- run directory ---------------------------------------------------------------------------------------
     def resolved_config(self) -> dict:
@@ -163,9 +157,7 @@ class Trainer:
                              "episodes": self.episodes},
                 "numpy_rng": self.rng.bit_generator.state, "replay": self.replay.counters()}
         path = checkpoint.save(self.run_dir / "checkpoints", self.env_steps, state, self.replay.arrays(), meta)
-        export = getattr(self.agent, "export_artifacts", None)  # e.g. a learned prior, loadable by other runs
-        if export is not None:
-            export(self.run_dir)
+        self.agent.export_artifacts(self.run_dir)  # e.g. a learned prior, loadable by other runs
         return path
 
     def _restore(self, path: Path) -> None:
@@ -197,7 +189,7 @@ class Trainer:
         obs, _ = self.env.reset(seed=run.seed + self.env_steps)
         flat = self.layout.flatten(obs)
         self.replay.start_episode(flat)
-        self._begin_episode()
+        self.agent.begin_episode()
         episode_return, episode_length = 0.0, 0
         sums: dict[str, float] = {}
         count = 0
@@ -233,11 +225,11 @@ class Trainer:
                 obs, _ = self.env.reset()
                 flat = self.layout.flatten(obs)
                 self.replay.start_episode(flat)
-                self._begin_episode()
+                self.agent.begin_episode()
                 episode_return, episode_length = 0.0, 0
 
             if self.actor_steps >= cfg.learning_starts and self.actor_steps % cfg.update_every == 0:
-                for _ in range(getattr(cfg, "updates_per_step", 1)):
+                for _ in range(cfg.updates_per_step):
                     metrics = self.agent.update(self.replay.sample(cfg.batch_size, self.device))
                     for k, v in metrics.items():  # floats or 0-d tensors: summed without a host sync
                         sums[k] = sums.get(k, 0.0) + (v.detach() if torch.is_tensor(v) else v)

@@ -46,6 +46,7 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from torch import nn
 
+from agents.protocol import AgentBase
 from agents.config import ConfigError, box_action_dim
 from agents.networks import QNetwork, frozen_copy, hard_update
 from agents.observations import ObsLayout
@@ -73,6 +74,7 @@ class SQLConfig:
     replay_capacity: int = 1_000_000
     learning_starts: int = 100
     update_every: int = 1
+    updates_per_step: int = 1  # learner updates at each update point
 
     def validate(self) -> None:
         checks = [
@@ -92,6 +94,7 @@ class SQLConfig:
             (self.replay_capacity > self.sequence_length + 1, "replay_capacity must exceed sequence_length + 1"),
             (self.learning_starts >= 0, "learning_starts must be >= 0"),
             (self.update_every >= 1, "update_every must be >= 1"),
+            (self.updates_per_step >= 1, "updates_per_step must be >= 1"),
         ]
         for ok, message in checks:
             if not ok:
@@ -109,7 +112,7 @@ def soft_value(q_values: torch.Tensor, alpha: float, action_dim: int) -> torch.T
     return alpha * (torch.logsumexp(q_values / alpha, dim=-1) - math.log(m) + action_dim * math.log(2.0))
 
 
-class SQLAgent:
+class SQLAgent(AgentBase):
     Config = SQLConfig
 
     def __init__(self, observation_space: spaces.Dict, action_space: spaces.Space, config: SQLConfig,

@@ -72,6 +72,7 @@ import torch
 from gymnasium import spaces
 
 import priors
+from agents.protocol import AgentBase
 from agents.config import ConfigError, box_action_dim
 from agents.networks import Critic, GaussianPolicy, QNetwork, frozen_copy, hard_update, polyak_update
 from agents.observations import ObsLayout, RunningNormalizer
@@ -189,7 +190,7 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * mask).sum() / mask.sum().clamp(min=1.0)
 
 
-class SVG0Agent:
+class SVG0Agent(AgentBase):
     Config = SVG0Config
 
     def __init__(self, observation_space: spaces.Dict, action_space: spaces.Space, config: SVG0Config,

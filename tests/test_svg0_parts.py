@@ -131,3 +131,14 @@ def test_online_policy_critic_moves_only_the_policy_in_the_policy_step():
 def test_bad_learner_settings_are_config_errors(bad):
     with pytest.raises(agents.ConfigError):
         agents.resolve_config("svg0", bad)
+
+
+def test_every_agent_implements_the_protocol():
+    from agents.protocol import Agent
+
+    methods = [name for name in dir(Agent) if not name.startswith("_")]
+    for name in agents.names():
+        cls = agents.agent_class(name)
+        missing = [m for m in methods if m != "updates" and not callable(getattr(cls, m, None))]
+        assert not missing, (name, missing)
+        assert callable(cls.wrap_env)

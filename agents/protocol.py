@@ -1,0 +1,48 @@
+"""The agent protocol: what the run loop (agents/loop.py) calls on every agent, declared instead of probed.
+
+An agent is built as ``cls(observation_space, action_space, config, device)`` and learns from batches of replayed
+sequences (agents/replay.py). ``AgentBase`` gives the optional hooks their do-nothing defaults.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+
+@runtime_checkable
+class Agent(Protocol):
+    updates: int  # learner updates so far (checkpointed)
+
+    def act(self, obs: np.ndarray, deterministic: bool = False) -> tuple[Any, float]:
+        """An action for one flat observation and its behaviour log-probability log mu(a|s)."""
+
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float | torch.Tensor]:
+        """One learner step; metrics as floats or 0-d tensors (read only when the loop logs them)."""
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+    def begin_episode(self) -> None:
+        """Per-episode hook: a Thompson head, fresh exploration noise, a new latent chain."""
+
+    def export_artifacts(self, run_dir: Path) -> None:
+        """Write what other runs reuse (a learned prior) beside each checkpoint."""
+
+
+class AgentBase:
+    """Do-nothing defaults for the optional hooks of ``Agent``, and ``wrap_env`` for agents that act directly."""
+
+    def begin_episode(self) -> None:
+        pass
+
+    def export_artifacts(self, run_dir: Path) -> None:
+        pass
+
+    @staticmethod
+    def wrap_env(env, config, device):
+        """The environment the agent acts in: ``env`` itself, or a wrapper (a frozen low-level controller)."""
+        return env
