@@ -19,9 +19,20 @@ Choices where the thesis is silent (documented defaults, all settable with ``--s
 - from Ch 7.5: 2 x 300 ReLU MLPs (activation unstated in the thesis), unroll K = 10, target period P = 100, Adam
   lr 3e-4 (in the thesis's 1e-4..5e-4 range).
 - batch: the thesis's learner took 512 sequences per update, fed by 128 actors. Here one actor feeds one learner
-  on a CPU core, where 512 x 10 transitions cost ~0.5 s per update; the default is 32 sequences (320 transitions)
-  every ``update_every = 2`` actor steps, i.e. 160 replayed transitions per actor step.
-  ``--set batch_size=512 --set update_every=1`` restores the thesis's batch.
+  on a CPU core, where 512 x 10 transitions cost ~0.5 s per update; the default is 16 sequences (160 transitions)
+  at every actor step (chosen by measurement against 32 sequences every step or every second step, see
+  docs/benchmarks.md). ``--set batch_size=512`` restores the thesis's batch.
+
+Learner options beyond the thesis (issue 12; defaults chosen by measurement, see docs/benchmarks.md):
+- ``critics = H`` critic heads evaluated as one batched module (agents/networks.py ``Critic``, batched matmuls, no
+  loop over heads); targets and the policy use the min over heads (clipped double Q, Fujimoto et al. 2018) or their
+  mean (``critic_reduce``);
+- ``critic_norm``: a LayerNorm after every hidden layer of the critic, or a pre-LayerNorm residual body (SimBa);
+- ``obs_norm``: running observation mean/variance from the states the actor visits, applied to acting and to
+  replayed batches (replay keeps raw observations), saved in checkpoints;
+- ``target_tau > 0``: Polyak averaging at every update instead of Alg 9's hard copies every P updates;
+  ``policy_critic=online``: the policy ascends the online critic instead of Alg 9's target critic;
+- ``updates_per_step`` updates every ``update_every`` actor steps (the update ratio), ``batch_size`` sequences.
 
 KL-regularised RL with a learned behaviour prior (seed 000 Ch 7, Alg 10; Alg 11 for the latent prior), with
 ``--set prior=mlp|lstm|latent`` (priors/models.py):
@@ -90,7 +101,7 @@ CUT_TRACES = 1e6  # stored as log mu(a|s) when mu is intractable: c = min(1, pi/
 class SVG0Config:
     hidden: tuple[int, ...] = (300, 300)
     sequence_length: int = 10  # K, the unroll length
-    batch_size: int = 32  # sequences per learner update (thesis: 512, with 128 actors; see module docstring)
+    batch_size: int = 16  # sequences per learner update (thesis: 512, with 128 actors; see module docstring)
     target_period: int = 100  # P, learner updates between hard target copies
     policy_lr: float = 3e-4
     critic_lr: float = 3e-4
@@ -102,13 +113,13 @@ class SVG0Config:
     target_entropy: float | None = None  # None: -|A|
     replay_capacity: int = 1_000_000
     learning_starts: int = 500  # actor steps before the first update
-    update_every: int = 2  # actor steps per learner update
+    update_every: int = 1  # actor steps per learner update
     updates_per_step: int = 1  # learner updates at each update point (update ratio = updates_per_step/update_every)
-    critics: int = 1  # critic heads, one batched module; 1: Alg 9's single critic, 2: clipped double Q
+    critics: int = 2  # critic heads, one batched module; 1: Alg 9's single critic, 2: clipped double Q
     critic_reduce: str = "min"  # how targets and the policy combine the heads: min (clipped double Q) | mean
-    critic_norm: str = "none"  # critic body: none | layernorm | residual (inference/layers/batched.py)
+    critic_norm: str = "layernorm"  # critic body: none | layernorm | residual (inference/layers/batched.py)
     critic_hidden: tuple[int, ...] = ()  # critic widths; () uses ``hidden``
-    obs_norm: bool = False  # running observation normalisation (agents/observations.py), saved in checkpoints
+    obs_norm: bool = True  # running observation normalisation (agents/observations.py), saved in checkpoints
     target_tau: float = 0.0  # 0: hard target copies every target_period updates (Alg 9 step 5); > 0: Polyak
     policy_critic: str = "target"  # the critic the policy ascends: target (Alg 9 step 4) | online
     grad_clip: float | None = None  # max gradient norm per network; None: no clipping
@@ -161,8 +172,6 @@ class SVG0Config:
              "critic_norm=residual needs equal critic widths (critic_hidden=256,256)"),
             (0.0 <= self.target_tau <= 1.0, "target_tau must be in [0, 1] (0: hard copies every target_period)"),
             (self.policy_critic in ("target", "online"), "policy_critic must be target or online"),
-            (self.exploration != "noisy" or self.critic_norm == "none",
-             "exploration=noisy builds its own NoisyLinear critic; it does not combine with critic_norm"),
             (len(self.hidden) >= 1 and min(self.hidden) >= 1, "hidden must list positive layer widths"),
             (self.prior in ("none", *priors.KINDS), f"prior must be none, {', '.join(priors.KINDS)}"),
             (len(self.prior_obs) >= 1, "prior_obs must name at least one observation group"),
@@ -174,8 +183,6 @@ class SVG0Config:
             (0.0 <= self.latent_ar_coef < 1.0, "latent_ar_coef must be in [0, 1)"),
             (self.latent_scale > 0, "latent_scale must be > 0"),
             (self.exploration in EXPLORATION, f"exploration must be one of {', '.join(EXPLORATION)}"),
-            (self.exploration not in ("bootstrap", "ucb") or self.critics == 1,
-             "critics > 1 (clipped double Q) does not combine with an ensemble critic (exploration=bootstrap/ucb)"),
             (self.noise_sigma0 > 0 and self.ensemble_size >= 2 and self.ensemble_prior_scale >= 0,
              "noise_sigma0 > 0, ensemble_size >= 2 and ensemble_prior_scale >= 0 are required"),
             (0 < self.mask_prob <= 1 and self.ucb_lambda >= 0 and self.candidate_actions >= 1,
@@ -207,7 +214,9 @@ class SVG0Agent(AgentBase):
         linear = functools.partial(NoisyLinear, sigma0=config.noise_sigma0) if self.noisy else torch.nn.Linear
         self.policy = GaussianPolicy(obs_dim, self.action_dim, config.hidden, linear=linear).to(self.device)
         critic_hidden = config.critic_hidden or config.hidden
-        if self.noisy:  # NoisyLinear heads (a loop over config.critics heads; usually one)
+        # exploration=noisy: plain NoisyLinear MLP heads (critic_norm does not apply; a loop over config.critics
+        # heads); bootstrap/ucb: ensemble_size heads in place of config.critics
+        if self.noisy:
             self.critic = QNetwork(obs_dim, self.action_dim, critic_hidden, config.critics, linear).to(self.device)
         elif self.ensemble:
             self.critic = Critic(obs_dim, self.action_dim, critic_hidden, config.ensemble_size, config.critic_norm,

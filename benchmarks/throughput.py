@@ -1,0 +1,110 @@
+"""Where svg0's training time goes, measured in one process: raw environment stepping, raw learner updates, and the
+full training loop (agents/loop.py) doing the same number of env steps and updates.
+
+    loop overhead = loop seconds / (raw env seconds + raw update seconds) - 1
+
+The loop's extra work is acting (one policy forward per step), replay writes and sampling, logging and the final
+checkpoint; its one evaluation episode at the end is timed separately and subtracted. One torch thread.
+
+    python benchmarks/throughput.py                       # walker-walk, 5000 actor steps, the default svg0
+    python benchmarks/throughput.py --task cartpole-swingup --steps 2000 --set critics=1
+
+Writes benchmarks/results/throughput.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+RESULTS = ROOT / "benchmarks" / "results" / "throughput.json"
+
+
+def measure(task: str, repeat: int, actor_steps: int, overrides: dict[str, str], seed: int = 0) -> dict:
+    import torch
+
+    import agents
+    import envs
+    from agents.loop import RunConfig, Trainer, evaluate
+
+    torch.set_num_threads(1)
+    config = agents.resolve_config("svg0", {"learning_starts": "200", **overrides})
+
+    # the full loop first (it also fills a replay the raw update timing can sample from)
+    with tempfile.TemporaryDirectory() as logdir:
+        run = RunConfig(env=task, agent="svg0", steps=actor_steps * repeat, seed=seed, action_repeat=repeat,
+                        device="cpu", logdir=logdir, eval_every=10**9, eval_episodes=1, log_every=1000,
+                        checkpoint_every=10**9)
+        trainer = Trainer(run, config)
+        start = time.perf_counter()
+        trainer.train()
+        loop_with_eval = time.perf_counter() - start
+        start = time.perf_counter()
+        evaluate(trainer.agent, trainer.eval_env, trainer.layout, 1, seed=seed + 10_000)
+        eval_s = time.perf_counter() - start
+        loop_s = loop_with_eval - eval_s
+        agent, replay = trainer.agent, trainer.replay
+        updates = agent.updates
+
+        start = time.perf_counter()
+        for _ in range(updates):
+            agent.update(replay.sample(config.batch_size))
+        update_s = time.perf_counter() - start
+
+    env = envs.make(task, seed=seed, action_repeat=repeat)
+    env.reset(seed=seed)
+    env.action_space.seed(seed)
+    start = time.perf_counter()
+    for _ in range(actor_steps):
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            env.reset()
+    env_s = time.perf_counter() - start
+    return {"task": task, "action_repeat": repeat, "actor_steps": actor_steps, "updates": updates,
+            "raw_env_s": env_s, "raw_update_s": update_s, "loop_s": loop_s, "eval_s_subtracted": eval_s,
+            "raw_env_steps_per_s": actor_steps * repeat / env_s, "raw_updates_per_s": updates / update_s,
+            "loop_env_steps_per_s": actor_steps * repeat / loop_s,
+            "loop_overhead": loop_s / (env_s + update_s) - 1.0, "svg0_overrides": overrides}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", default="walker-walk")
+    p.add_argument("--action-repeat", type=int, default=2)
+    p.add_argument("--steps", type=int, default=5000, help="actor steps")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides")
+    p.add_argument("--output", type=Path, default=RESULTS)
+    args = p.parse_args()
+    if args.steps < 500 or args.action_repeat < 1:
+        raise SystemExit("error: --steps must be >= 500 (the first 200 steps only fill replay), --action-repeat >= 1")
+    overrides = {}
+    for item in args.overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"error: --set expects key=value, got {item!r}")
+        overrides[key] = value
+    from agents.config import ConfigError
+
+    try:
+        result = measure(args.task, args.action_repeat, args.steps, overrides)
+    except ConfigError as e:
+        raise SystemExit(f"error: {e}")
+    result.update(command="python " + " ".join(["benchmarks/throughput.py", *sys.argv[1:]]),
+                  machine=f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+                  date=time.strftime("%Y-%m-%d"))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=1))
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
