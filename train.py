@@ -30,6 +30,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--eval-episodes", type=int)
     p.add_argument("--video-every", type=int, help="environment steps between evaluation videos (0: none)")
     p.add_argument("--checkpoint-every", type=int)
+    p.add_argument("--num-envs", type=int, help="environments per actor, stepped in parallel processes (default 1)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                    help="set a config field, e.g. --set batch_size=256 (repeatable)")
     p.add_argument("--list", action="store_true", help="list environments, agents and config fields, then exit")
@@ -78,7 +79,7 @@ def build(args: argparse.Namespace):
     flags = {"env": args.env, "agent": args.agent, "steps": args.steps, "seed": args.seed,
              "action_repeat": args.action_repeat, "device": args.device, "eval_every": args.eval_every,
              "eval_episodes": args.eval_episodes, "video_every": args.video_every,
-             "checkpoint_every": args.checkpoint_every}
+             "checkpoint_every": args.checkpoint_every, "num_envs": args.num_envs}
     flags = {k: v for k, v in flags.items() if v is not None}
     if args.resume:
         run, agent_config = load_run_config(Path(args.resume))
@@ -117,6 +118,7 @@ def main(argv=None) -> int:
     from envs import EnvError
 
     from agents.loop import TrainingDiverged
+    from agents.vector import EnvWorkerError
 
     try:
         run, agent_config, resume_from = build(args)
@@ -126,7 +128,7 @@ def main(argv=None) -> int:
         if resume_from is not None:
             print(f"resuming {run.logdir} at step {trainer.env_steps} from {resume_from.name}", file=sys.stderr)
         result = trainer.train()
-    except (EnvError, ConfigError, CheckpointError, TrainingDiverged) as e:
+    except (EnvError, ConfigError, CheckpointError, TrainingDiverged, EnvWorkerError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # an unwritable or invalid --logdir, a full disk

@@ -8,6 +8,7 @@ episode itself is not restored (the environment starts a fresh episode, seeded f
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import random
@@ -26,6 +27,7 @@ from agents.config import ConfigError, from_dict
 from agents.observations import ObsLayout
 from agents.protocol import Agent
 from agents.replay import SequenceReplay
+from agents.vector import EnvPool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,11 +45,12 @@ class RunConfig:
     checkpoint_every: int = 10_000
     log_every: int = 1_000  # environment steps between scalar summaries
     threads: int = 1  # torch intra-op threads; 1 is fastest for small networks beside a simulator
+    num_envs: int = 1  # environments per actor, stepped in parallel worker processes (agents/vector.py)
 
 
     def validate(self) -> None:
         for name in ("steps", "action_repeat", "eval_every", "eval_episodes", "checkpoint_every", "log_every",
-                     "threads"):
+                     "threads", "num_envs"):
             if getattr(self, name) < (0 if name == "steps" else 1):
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         if self.video_every < 0:
@@ -61,6 +64,20 @@ class RunConfig:
 def _crossed(every: int, before: int, after: int) -> bool:
     """Whether a multiple of ``every`` lies in (before, after]: steps advance by the action repeat, not by 1."""
     return every > 0 and after // every > before // every
+
+
+def update_points(before: int, after: int, learning_starts: int, update_every: int) -> int:
+    """How many actor steps k in (before, after] are update points: k >= learning_starts and k % update_every == 0
+    (with one environment, at most one per step; with N, the same ratio over N steps at once)."""
+    low = max(before + 1, learning_starts)
+    return max(0, after // update_every - (low - 1) // update_every) if low <= after else 0
+
+
+def make_run_env(env_name: str, action_repeat: int, agent: str, agent_config, device: str, seed: int):
+    """A run's environment, wrapped by the agent where it acts through something else (a frozen low-level controller
+    whose latent input is the agent's action: ``wrap_env``). Module-level, so worker processes can build it."""
+    env = envs.make(env_name, seed=seed, action_repeat=action_repeat)
+    return agents.agent_class(agent).wrap_env(env, agent_config, torch.device(device))
 
 
 class TrainingDiverged(RuntimeError):
@@ -120,14 +137,13 @@ class Trainer:
         self.device = resolve_device(run.device)
         torch.set_num_threads(run.threads)
         seed_everything(run.seed)
-        self.env = self._make_env(run.seed)
-        self.eval_env = self._make_env(run.seed + 10_000)
-        self.layout = ObsLayout(self.env.observation_space)
-        self.agent: Agent = agents.make(run.agent, self.env.observation_space, self.env.action_space,
+        self.eval_env = self._make_env(run.seed + 10_000)  # also tells the spaces; training envs start in train()
+        self.layout = ObsLayout(self.eval_env.observation_space)
+        self.agent: Agent = agents.make(run.agent, self.eval_env.observation_space, self.eval_env.action_space,
                                         agent_config, self.device)
         self.rng = np.random.default_rng(run.seed)
         # discrete actions are stored as one float column holding the action index
-        action_space = self.env.action_space
+        action_space = self.eval_env.action_space
         action_dim = action_space.shape[0] if isinstance(action_space, gym.spaces.Box) else 1
         self.replay = SequenceReplay(agent_config.replay_capacity, self.layout.dim, action_dim,
                                      agent_config.sequence_length, self.rng)
@@ -139,10 +155,12 @@ class Trainer:
                                   "pass a larger --steps to continue it")
 
     def _make_env(self, seed: int):
-        """The environment, wrapped by the agent where it acts through something else (a frozen low-level
-        controller whose latent input is the agent's action: ``wrap_env(env, config, device)``)."""
-        env = envs.make(self.run.env, seed=seed, action_repeat=self.run.action_repeat)
-        return agents.agent_class(self.run.agent).wrap_env(env, self.agent_config, self.device)
+        return make_run_env(self.run.env, self.run.action_repeat, self.run.agent, self.agent_config, str(self.device),
+                            seed)
+
+    def training_seeds(self) -> list[int]:
+        """Environment i of the pool: the run seed for the first (as with one environment), spread for the rest."""
+        return [self.run.seed + 100_003 * i for i in range(self.run.num_envs)]
 
     # -- run directory ---------------------------------------------------------------------------------------
     def resolved_config(self) -> dict:
@@ -175,6 +193,16 @@ class Trainer:
         self.env_steps, self.actor_steps = counters["env_steps"], counters["actor_steps"]
         self.episodes = counters["episodes"]
 
+    def _log_episode(self, writer, episode_return: float, episode_length: int, info: dict) -> None:
+        writer.add_scalar("train/episode_return", episode_return, self.env_steps)
+        writer.add_scalar("train/episode_length", episode_length, self.env_steps)
+        if "task" in info:  # multitask environments name the episode's task
+            writer.add_scalar(f"train/episode_return/{info['task']}", episode_return, self.env_steps)
+        if "fell" in info:  # bodies whose falls end episodes (the CMU humanoid): 1 for a fall
+            writer.add_scalar("train/fell", float(info["fell"]), self.env_steps)
+        for tag, value in info.get("episode_metrics", {}).items():  # the env's or a wrapper's statistics
+            writer.add_scalar(tag, value, self.env_steps)
+
     # -- the loop --------------------------------------------------------------------------------------------
     def train(self) -> dict:
         from torch.utils.tensorboard import SummaryWriter
@@ -184,13 +212,23 @@ class Trainer:
         checkpoint.atomic_write_text(self.run_dir / "config.json", json.dumps(self.resolved_config(), indent=1))
         # purge_step drops events that a killed run logged after its checkpoint (the checkpoint's own step stays)
         writer = SummaryWriter(str(self.run_dir), purge_step=self.env_steps + 1 if self.env_steps else None)
-        fps = self.env.metadata.get("render_fps", 30)
+        fps = self.eval_env.metadata.get("render_fps", 30)
 
-        obs, _ = self.env.reset(seed=run.seed + self.env_steps)
-        flat = self.layout.flatten(obs)
-        self.replay.start_episode(flat)
+        pool = EnvPool(functools.partial(make_run_env, run.env, run.action_repeat, run.agent, self.agent_config,
+                                         str(self.device)), self.training_seeds())
+        try:
+            return self._train(writer, pool, fps)
+        finally:
+            pool.close()
+
+    def _train(self, writer, pool: EnvPool, fps: int) -> dict:
+        run, cfg, n = self.run, self.agent_config, self.run.num_envs
+        flats = []
+        for i in range(n):  # every stream starts a fresh episode, also on resume (with any number of envs)
+            flats.append(self.layout.flatten(pool.reset(i, seed=run.seed + self.env_steps + i)))
+            self.replay.start_episode(flats[i], stream=i)
         self.agent.begin_episode()
-        episode_return, episode_length = 0.0, 0
+        episode_return, episode_length = [0.0] * n, [0] * n
         sums: dict[str, float] = {}
         count = 0
         updates_at_log, steps_at_log, time_at_log = self.agent.updates, self.env_steps, time.perf_counter()
@@ -198,42 +236,35 @@ class Trainer:
         bar = tqdm(total=run.steps, initial=self.env_steps, unit="step", dynamic_ncols=True, mininterval=1.0,
                    desc=f"{run.agent} {run.env}")
         while self.env_steps < run.steps:
-            action, log_prob = self.agent.act(flat)
-            obs, reward, terminated, truncated, info = self.env.step(action)
-            if not math.isfinite(reward):
-                raise TrainingDiverged(f"environment {run.env} returned a non-finite reward {reward}")
-            flat = self.layout.flatten(obs)
-            over = terminated or truncated
-            self.replay.add(action, log_prob, reward, terminated, flat, over)
-            previous = self.env_steps
-            self.env_steps += run.action_repeat
-            self.actor_steps += 1
-            bar.update(run.action_repeat)
-            episode_return += reward
-            episode_length += 1
-            if over:
-                self.episodes += 1
-                last_return = episode_return
-                writer.add_scalar("train/episode_return", episode_return, self.env_steps)
-                writer.add_scalar("train/episode_length", episode_length, self.env_steps)
-                if "task" in info:  # multitask environments name the episode's task
-                    writer.add_scalar(f"train/episode_return/{info['task']}", episode_return, self.env_steps)
-                if "fell" in info:  # bodies whose falls end episodes (the CMU humanoid): 1 for a fall
-                    writer.add_scalar("train/fell", float(info["fell"]), self.env_steps)
-                for tag, value in info.get("episode_metrics", {}).items():  # the env's or a wrapper's statistics
-                    writer.add_scalar(tag, value, self.env_steps)
-                obs, _ = self.env.reset()
-                flat = self.layout.flatten(obs)
-                self.replay.start_episode(flat)
-                self.agent.begin_episode()
-                episode_return, episode_length = 0.0, 0
+            acted = [self.agent.act(flat) for flat in flats]
+            results = pool.step([action for action, _ in acted])
+            previous, actor_before = self.env_steps, self.actor_steps
+            self.env_steps += n * run.action_repeat
+            self.actor_steps += n
+            bar.update(n * run.action_repeat)
+            for i, ((action, log_prob), step) in enumerate(zip(acted, results)):
+                if not math.isfinite(step.reward):
+                    raise TrainingDiverged(f"environment {run.env} returned a non-finite reward {step.reward}")
+                flats[i] = self.layout.flatten(step.obs)
+                over = step.terminated or step.truncated
+                self.replay.add(action, log_prob, step.reward, step.terminated, flats[i], over, stream=i)
+                episode_return[i] += step.reward
+                episode_length[i] += 1
+                if over:
+                    self.episodes += 1
+                    last_return = episode_return[i]
+                    self._log_episode(writer, episode_return[i], episode_length[i], step.info)
+                    flats[i] = self.layout.flatten(step.reset_obs)
+                    self.replay.start_episode(flats[i], stream=i)
+                    self.agent.begin_episode()
+                    episode_return[i], episode_length[i] = 0.0, 0
 
-            if self.actor_steps >= cfg.learning_starts and self.actor_steps % cfg.update_every == 0:
-                for _ in range(cfg.updates_per_step):
-                    metrics = self.agent.update(self.replay.sample(cfg.batch_size, self.device))
-                    for k, v in metrics.items():  # floats or 0-d tensors: summed without a host sync
-                        sums[k] = sums.get(k, 0.0) + (v.detach() if torch.is_tensor(v) else v)
-                    count += 1
+            points = update_points(actor_before, self.actor_steps, cfg.learning_starts, cfg.update_every)
+            for _ in range(points * cfg.updates_per_step):
+                metrics = self.agent.update(self.replay.sample(cfg.batch_size, self.device))
+                for k, v in metrics.items():  # floats or 0-d tensors: summed without a host sync
+                    sums[k] = sums.get(k, 0.0) + (v.detach() if torch.is_tensor(v) else v)
+                count += 1
 
             done = self.env_steps >= run.steps
             checkpointing = _crossed(run.checkpoint_every, previous, self.env_steps) or done

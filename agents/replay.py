@@ -3,17 +3,19 @@
 Actors write one row per visited state: the observation and, once the agent has acted from it, the action, the
 behaviour log-probability log mu(a|s) (needed by Retrace, seed 000 Alg 9), the reward and the discount of the
 transition (0 only at a true terminal). The last state of an episode is a row *without* an action; its observation is
-what a truncated episode bootstraps from. Each row carries a global write id, so a sequence continues from row i to
-row i+1 only if row i has an action and row i+1 was written right after it: a sequence never straddles two
-episodes, nor the ring's write position. Sampled sequences come with ``mask`` (a prefix of ones) marking the steps
-that really belong to the sequence; the K+1 observations include the state after the last valid step.
+what a truncated episode bootstraps from. Each row carries a global write id and the write id of its successor in
+the same episode (``next_id``), so a sequence continues from row i only to the row written as its successor, and
+only while that row has not been overwritten: a sequence never straddles two episodes, nor the ring's write
+position. Several actors' environments (``stream``) can write interleaved rows into one ring; each stream's
+episode is linked on its own. Sampled sequences come with ``mask`` (a prefix of ones) marking the steps that really
+belong to the sequence; the K+1 observations include the state after the last valid step.
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-_FIELDS = ("obs", "action", "behaviour_log_prob", "reward", "discount", "has_action", "write_id")
+_FIELDS = ("obs", "action", "behaviour_log_prob", "reward", "discount", "has_action", "write_id", "next_id")
 
 
 class SequenceReplay:
@@ -30,9 +32,10 @@ class SequenceReplay:
         self.discount = np.zeros(capacity, np.float32)
         self.has_action = np.zeros(capacity, bool)
         self.write_id = np.full(capacity, -1, np.int64)
+        self.next_id = np.full(capacity, -1, np.int64)  # write id of the row's successor in its episode; -1: none
         self.next_write_id = 0  # total rows ever written
         self.steps_added = 0
-        self._open = False  # whether the newest row awaits an action
+        self._open: dict[int, int] = {}  # stream -> write id of its newest row, which awaits an action
 
     def __len__(self) -> int:
         return min(self.next_write_id, self.capacity)
@@ -41,39 +44,46 @@ class SequenceReplay:
     def cursor(self) -> int:
         return self.next_write_id % self.capacity
 
-    def _write_obs(self, obs: np.ndarray) -> None:
+    def _write_obs(self, obs: np.ndarray) -> int:
         i = self.cursor
         self.obs[i] = obs
         self.has_action[i] = False
         self.write_id[i] = self.next_write_id
+        self.next_id[i] = -1
         self.next_write_id += 1
+        return self.next_write_id - 1
 
-    def start_episode(self, obs: np.ndarray) -> None:
-        self._write_obs(obs)
-        self._open = True
+    def start_episode(self, obs: np.ndarray, stream: int = 0) -> None:
+        self._open[stream] = self._write_obs(obs)
 
     def add(self, action: np.ndarray, behaviour_log_prob: float, reward: float, terminated: bool,
-            next_obs: np.ndarray, episode_over: bool) -> None:
-        """Record the step taken from the newest row, then the state it led to.
+            next_obs: np.ndarray, episode_over: bool, stream: int = 0) -> None:
+        """Record the step taken from ``stream``'s newest row, then the state it led to.
 
         ``terminated``: a true terminal (discount 0); ``episode_over``: the episode ended (terminal or truncated),
-        so ``next_obs`` is its final row and the next call must be ``start_episode``.
+        so ``next_obs`` is its final row and the stream's next call must be ``start_episode``.
         """
-        if not self._open:
+        if stream not in self._open:
             raise RuntimeError("call start_episode(obs) before adding steps to a new episode")
-        i = (self.next_write_id - 1) % self.capacity
+        i = self._open.pop(stream) % self.capacity
         self.action[i] = action
         self.behaviour_log_prob[i] = behaviour_log_prob
         self.reward[i] = reward
         self.discount[i] = 0.0 if terminated else 1.0
         self.has_action[i] = True
         self.steps_added += 1
-        self._write_obs(next_obs)
-        self._open = not episode_over
+        self.next_id[i] = self._write_obs(next_obs)
+        if not episode_over:
+            self._open[stream] = self.next_id[i]
+
+    def _successors(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ring index of each row's successor, and whether the step from the row to it is stored."""
+        nid = self.next_id[idx]
+        nxt = np.where(nid >= 0, nid, 0) % self.capacity
+        return nxt, self.has_action[idx] & (nid >= 0) & (self.write_id[nxt] == nid)
 
     def _valid_starts(self, idx: np.ndarray) -> np.ndarray:
-        nxt = (idx + 1) % self.capacity
-        return self.has_action[idx] & (self.write_id[nxt] == self.write_id[idx] + 1)
+        return self._successors(idx)[1]
 
     def can_sample(self) -> bool:
         """Whether at least one complete transition is stored (any step keeps its successor row)."""
@@ -95,10 +105,12 @@ class SequenceReplay:
         else:
             raise RuntimeError("replay holds no complete transition to sample yet")
         starts = starts[:batch_size]
-        rows = (starts[:, None] + np.arange(self.K + 1)) % self.capacity  # [B, K+1]
-        # step k continues the sequence iff every step before it did and row k follows row k-1 directly
-        follows = self.write_id[rows[:, 1:]] == self.write_id[rows[:, :-1]] + 1  # [B, K]
-        step_ok = self.has_action[rows[:, :-1]] & follows
+        rows = np.empty((batch_size, self.K + 1), np.int64)  # [B, K+1], following each episode's links
+        step_ok = np.empty((batch_size, self.K), bool)
+        rows[:, 0] = starts
+        for k in range(self.K):
+            rows[:, k + 1], step_ok[:, k] = self._successors(rows[:, k])
+        # step k continues the sequence iff every step before it did and its row is the stored successor
         mask = np.cumprod(step_ok, axis=1).astype(np.float32)
         obs_ok = np.concatenate([np.ones((batch_size, 1), np.float32), mask], axis=1)
         steps = rows[:, :-1]
@@ -119,13 +131,15 @@ class SequenceReplay:
         return {name: getattr(self, name)[:len(self)] for name in _FIELDS}
 
     def counters(self) -> dict:
-        return {"next_write_id": self.next_write_id, "steps_added": self.steps_added, "open": self._open,
+        return {"next_write_id": self.next_write_id, "steps_added": self.steps_added,
                 "capacity": self.capacity, "K": self.K}
 
     def load(self, arrays: dict[str, np.ndarray], counters: dict) -> None:
         if counters["capacity"] != self.capacity or counters["K"] != self.K:
             raise ValueError("replay checkpoint has a different capacity or sequence length than the config")
         filled = min(int(counters["next_write_id"]), self.capacity)
+        if "next_id" not in arrays:  # saved before episodes were linked: each row's successor was the next write
+            arrays = {**arrays, "next_id": np.where(arrays["has_action"], arrays["write_id"] + 1, -1)}
         for name in _FIELDS:
             current = getattr(self, name)
             expected = (filled, *current.shape[1:])
@@ -135,4 +149,4 @@ class SequenceReplay:
             current[:filled] = arrays[name]
         self.next_write_id = int(counters["next_write_id"])
         self.steps_added = int(counters["steps_added"])
-        self._open = bool(counters["open"])
+        self._open = {}  # a resumed run starts fresh episodes in every stream
