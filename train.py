@@ -31,6 +31,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--video-every", type=int, help="environment steps between evaluation videos (0: none)")
     p.add_argument("--checkpoint-every", type=int)
     p.add_argument("--num-envs", type=int, help="environments per actor, stepped in parallel processes (default 1)")
+    p.add_argument("--actors", type=int, help="distributed actor processes on Ray (default 0: act in this process)")
+    p.add_argument("--address", help="Ray cluster for --actors: auto or ray://host:port (default: a local cluster)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                    help="set a config field, e.g. --set batch_size=256 (repeatable)")
     p.add_argument("--list", action="store_true", help="list environments, agents and config fields, then exit")
@@ -79,7 +81,8 @@ def build(args: argparse.Namespace):
     flags = {"env": args.env, "agent": args.agent, "steps": args.steps, "seed": args.seed,
              "action_repeat": args.action_repeat, "device": args.device, "eval_every": args.eval_every,
              "eval_episodes": args.eval_episodes, "video_every": args.video_every,
-             "checkpoint_every": args.checkpoint_every, "num_envs": args.num_envs}
+             "checkpoint_every": args.checkpoint_every, "num_envs": args.num_envs, "actors": args.actors,
+             "address": args.address}
     flags = {k: v for k, v in flags.items() if v is not None}
     if args.resume:
         run, agent_config = load_run_config(Path(args.resume))

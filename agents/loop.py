@@ -27,6 +27,7 @@ from agents.config import ConfigError, from_dict
 from agents.observations import ObsLayout
 from agents.protocol import Agent
 from agents.replay import SequenceReplay
+from agents.actors import LocalActor, RayActors
 from agents.vector import EnvPool
 
 
@@ -46,13 +47,19 @@ class RunConfig:
     log_every: int = 1_000  # environment steps between scalar summaries
     threads: int = 1  # torch intra-op threads; 1 is fastest for small networks beside a simulator
     num_envs: int = 1  # environments per actor, stepped in parallel worker processes (agents/vector.py)
+    actors: int = 0  # distributed actor processes on Ray (agents/actors.py); 0: act in the learner's process
+    address: str = ""  # Ray cluster to join (auto, ray://host:port); empty: start a local one
+    actor_chunk: int = 50  # steps per environment an actor takes with one copy of the weights
 
 
     def validate(self) -> None:
         for name in ("steps", "action_repeat", "eval_every", "eval_episodes", "checkpoint_every", "log_every",
-                     "threads", "num_envs"):
-            if getattr(self, name) < (0 if name == "steps" else 1):
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+                     "threads", "num_envs", "actors", "actor_chunk"):
+            if getattr(self, name) < (0 if name in ("steps", "actors") else 1):
+                raise ConfigError(f"{name} must be {'>= 0' if name in ('steps', 'actors') else 'positive'}, "
+                                  f"got {getattr(self, name)}")
+        if self.address and self.actors == 0:
+            raise ConfigError("address names a Ray cluster for distributed actors; set actors >= 1 as well")
         if self.video_every < 0:
             raise ConfigError("video_every must be >= 0")
         if not 0 <= self.seed < 2**32:
@@ -159,8 +166,9 @@ class Trainer:
                             seed)
 
     def training_seeds(self) -> list[int]:
-        """Environment i of the pool: the run seed for the first (as with one environment), spread for the rest."""
-        return [self.run.seed + 100_003 * i for i in range(self.run.num_envs)]
+        """Environment i (of every actor's): the run seed for the first (as with one environment), spread for the
+        rest."""
+        return [self.run.seed + 100_003 * i for i in range(self.run.num_envs * max(self.run.actors, 1))]
 
     # -- run directory ---------------------------------------------------------------------------------------
     def resolved_config(self) -> dict:
@@ -207,28 +215,37 @@ class Trainer:
     def train(self) -> dict:
         from torch.utils.tensorboard import SummaryWriter
 
-        run, cfg = self.run, self.agent_config
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        checkpoint.atomic_write_text(self.run_dir / "config.json", json.dumps(self.resolved_config(), indent=1))
-        # purge_step drops events that a killed run logged after its checkpoint (the checkpoint's own step stays)
-        writer = SummaryWriter(str(self.run_dir), purge_step=self.env_steps + 1 if self.env_steps else None)
-        fps = self.eval_env.metadata.get("render_fps", 30)
-
-        pool = EnvPool(functools.partial(make_run_env, run.env, run.action_repeat, run.agent, self.agent_config,
-                                         str(self.device)), self.training_seeds())
+        source = self._experience_source()  # first: an unreachable Ray cluster leaves no run directory behind
         try:
-            return self._train(writer, pool, fps)
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            checkpoint.atomic_write_text(self.run_dir / "config.json", json.dumps(self.resolved_config(), indent=1))
+            # purge_step drops events that a killed run logged after its checkpoint (the checkpoint's step stays)
+            writer = SummaryWriter(str(self.run_dir), purge_step=self.env_steps + 1 if self.env_steps else None)
+            return self._train(writer, source, self.eval_env.metadata.get("render_fps", 30))
         finally:
-            pool.close()
+            source.close()
 
-    def _train(self, writer, pool: EnvPool, fps: int) -> dict:
-        run, cfg, n = self.run, self.agent_config, self.run.num_envs
-        flats = []
-        for i in range(n):  # every stream starts a fresh episode, also on resume (with any number of envs)
-            flats.append(self.layout.flatten(pool.reset(i, seed=run.seed + self.env_steps + i)))
-            self.replay.start_episode(flats[i], stream=i)
-        self.agent.begin_episode()
-        episode_return, episode_length = [0.0] * n, [0] * n
+    def _experience_source(self):
+        """Acting in this process (``actors = 0``), or distributed actors on Ray (agents/actors.py)."""
+        run = self.run
+        make_env = functools.partial(make_run_env, run.env, run.action_repeat, run.agent, self.agent_config, "cpu")
+        if run.actors == 0:
+            make_local = functools.partial(make_run_env, run.env, run.action_repeat, run.agent, self.agent_config,
+                                           str(self.device))
+            return LocalActor(self.agent, EnvPool(make_local, self.training_seeds()), self.layout,
+                              reset_seed=run.seed + self.env_steps)
+        seeds = self.training_seeds()
+        per_actor = [seeds[a * run.num_envs:(a + 1) * run.num_envs] for a in range(run.actors)]
+        # actors restarted on resume must not replay the same episodes: their seeds move with the step count
+        per_actor = [[s + self.env_steps for s in group] for group in per_actor]
+        return RayActors(make_env, per_actor, run.agent, self.agent_config, self.agent, run.address or None,
+                         run.actor_chunk)
+
+    def _train(self, writer, source, fps: int) -> dict:
+        run, cfg = self.run, self.agent_config
+        streams = run.num_envs * max(run.actors, 1)
+        episode_return, episode_length = [0.0] * streams, [0] * streams
+        experience = source.start()  # every stream starts a fresh episode, also on resume (with any N)
         sums: dict[str, float] = {}
         count = 0
         updates_at_log, steps_at_log, time_at_log = self.agent.updates, self.env_steps, time.perf_counter()
@@ -236,28 +253,31 @@ class Trainer:
         bar = tqdm(total=run.steps, initial=self.env_steps, unit="step", dynamic_ncols=True, mininterval=1.0,
                    desc=f"{run.agent} {run.env}")
         while self.env_steps < run.steps:
-            acted = [self.agent.act(flat) for flat in flats]
-            results = pool.step([action for action, _ in acted])
+            seen = []  # the states that arrived, for the agent's running statistics (observation normalisation)
+            for stream, flat in experience.starts:
+                self.replay.start_episode(flat, stream=stream)
+                episode_return[stream], episode_length[stream] = 0.0, 0
+                seen.append(flat)
             previous, actor_before = self.env_steps, self.actor_steps
-            self.env_steps += n * run.action_repeat
-            self.actor_steps += n
-            bar.update(n * run.action_repeat)
-            for i, ((action, log_prob), step) in enumerate(zip(acted, results)):
-                if not math.isfinite(step.reward):
-                    raise TrainingDiverged(f"environment {run.env} returned a non-finite reward {step.reward}")
-                flats[i] = self.layout.flatten(step.obs)
-                over = step.terminated or step.truncated
-                self.replay.add(action, log_prob, step.reward, step.terminated, flats[i], over, stream=i)
-                episode_return[i] += step.reward
-                episode_length[i] += 1
-                if over:
+            self.env_steps += len(experience.transitions) * run.action_repeat
+            self.actor_steps += len(experience.transitions)
+            bar.update(len(experience.transitions) * run.action_repeat)
+            for t in experience.transitions:
+                if not math.isfinite(t.reward):
+                    raise TrainingDiverged(f"environment {run.env} returned a non-finite reward {t.reward}")
+                self.replay.add(t.action, t.log_prob, t.reward, t.terminated, t.obs, t.over, stream=t.stream)
+                episode_return[t.stream] += t.reward
+                episode_length[t.stream] += 1
+                seen.append(t.obs)
+                if t.over:
                     self.episodes += 1
-                    last_return = episode_return[i]
-                    self._log_episode(writer, episode_return[i], episode_length[i], step.info)
-                    flats[i] = self.layout.flatten(step.reset_obs)
-                    self.replay.start_episode(flats[i], stream=i)
-                    self.agent.begin_episode()
-                    episode_return[i], episode_length[i] = 0.0, 0
+                    last_return = episode_return[t.stream]
+                    self._log_episode(writer, episode_return[t.stream], episode_length[t.stream], t.info)
+                    self.replay.start_episode(t.reset_obs, stream=t.stream)
+                    episode_return[t.stream], episode_length[t.stream] = 0.0, 0
+                    seen.append(t.reset_obs)
+            if seen:
+                self.agent.observe(np.stack(seen))
 
             points = update_points(actor_before, self.actor_steps, cfg.learning_starts, cfg.update_every)
             for _ in range(points * cfg.updates_per_step):
@@ -265,6 +285,8 @@ class Trainer:
                 for k, v in metrics.items():  # floats or 0-d tensors: summed without a host sync
                     sums[k] = sums.get(k, 0.0) + (v.detach() if torch.is_tensor(v) else v)
                 count += 1
+            if points:
+                source.publish(self.agent)
 
             done = self.env_steps >= run.steps
             checkpointing = _crossed(run.checkpoint_every, previous, self.env_steps) or done
@@ -299,6 +321,8 @@ class Trainer:
             if checkpointing:
                 writer.flush()
                 self.save_checkpoint()
+            if not done:
+                experience = source.collect()
         bar.close()
         writer.close()
         return {"env_steps": self.env_steps, "episodes": self.episodes, "eval_return": eval_return,

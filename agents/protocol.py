@@ -32,6 +32,14 @@ class Agent(Protocol):
     def export_artifacts(self, run_dir: Path) -> None:
         """Write what other runs reuse (a learned prior) beside each checkpoint."""
 
+    def observe(self, states: np.ndarray) -> None:
+        """States [N, D] the actors visited (for running statistics); never evaluation states."""
+
+    def acting_state(self) -> dict:
+        """What a distributed actor needs to act like this agent (agents/actors.py)."""
+
+    def load_acting_state(self, state: dict) -> None: ...
+
 
 class AgentBase:
     """Do-nothing defaults for the optional hooks of ``Agent``, and ``wrap_env`` for agents that act directly."""
@@ -41,6 +49,16 @@ class AgentBase:
 
     def export_artifacts(self, run_dir: Path) -> None:
         pass
+
+    def observe(self, states: np.ndarray) -> None:
+        pass
+
+    def acting_state(self) -> dict:
+        """Default: the whole learner state (agents with large optimiser states should send less)."""
+        return self.state_dict()
+
+    def load_acting_state(self, state: dict) -> None:
+        self.load_state_dict(state)
 
     @staticmethod
     def wrap_env(env, config, device):

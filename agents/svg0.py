@@ -303,9 +303,7 @@ class SVG0Agent(AgentBase):
     def act(self, obs: np.ndarray, deterministic: bool = False) -> tuple[np.ndarray, float]:
         """Action in [-1, 1] for one flat observation, and its behaviour log-probability log mu(a|s)."""
         state = torch.as_tensor(obs, device=self.device).unsqueeze(0)
-        if self.obs_norm is not None:
-            if not deterministic:  # statistics follow the states the actor visits, not evaluation episodes
-                self.obs_norm.update(state)
+        if self.obs_norm is not None:  # statistics come from observe(): the states actors visited
             state = self.obs_norm(state)
         if deterministic:
             self.policy.eval()  # NoisyLinear layers run on their means
@@ -324,6 +322,26 @@ class SVG0Agent(AgentBase):
         action, _ = dist.rsample_with_log_prob()
         # log-prob of the action as stored, through the same path the learner uses (see distributions.py)
         return action[0].cpu().numpy(), float(dist.log_prob(action)[0])
+
+    def observe(self, states: np.ndarray) -> None:
+        if self.obs_norm is not None:
+            self.obs_norm.update(torch.as_tensor(states, device=self.device))
+
+    def acting_state(self) -> dict:
+        """The policy, the observation statistics and, for ensemble exploration, the critic that picks actions."""
+        state = {"policy": self.policy.state_dict()}
+        if self.ensemble:
+            state["critic"] = self.critic.state_dict()
+        if self.obs_norm is not None:
+            state["obs_norm"] = self.obs_norm.state_dict()
+        return {k: {n: t.detach().cpu() for n, t in v.items()} for k, v in state.items()}
+
+    def load_acting_state(self, state: dict) -> None:
+        self.policy.load_state_dict(state["policy"])
+        if self.ensemble:
+            self.critic.load_state_dict(state["critic"])
+        if self.obs_norm is not None:
+            self.obs_norm.load_state_dict(state["obs_norm"])
 
     @property
     def alpha(self) -> torch.Tensor:

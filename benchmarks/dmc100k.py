@@ -68,13 +68,12 @@ def run_svg0(task: str, repeat: int, seed: int, budget: int, overrides: dict[str
                     logdir=str(run_dir), eval_every=budget, eval_episodes=EVAL_EPISODES,
                     checkpoint_every=max(budget // 10, 1000), log_every=max(budget // 20, 1000))
     resume, wall_before = None, 0.0
-    latest = run_dir / "checkpoints" / "latest"
-    if latest.exists():
+    if (run_dir / "checkpoints" / "latest").exists():
         try:
             saved_run, saved_config = load_run_config(run_dir)
             if saved_run == run and saved_config == config:
-                resume = latest
                 wall_before = json.loads((run_dir / "wall.json").read_text())["wall_s"]
+                resume = checkpoint.latest(run_dir / "checkpoints")
         except (checkpoint.CheckpointError, FileNotFoundError, KeyError, ValueError):
             resume = None
     if resume is None and run_dir.exists():

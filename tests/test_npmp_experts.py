@@ -23,7 +23,9 @@ def checkpoints(run_dir):
 def local_ray():
     import ray
 
-    experts._connect(None, 2)
+    from agents.actors import connect_ray
+
+    connect_ray(None, 2)
     yield
     ray.shutdown()
 

@@ -42,7 +42,6 @@ import contextlib
 import dataclasses
 import difflib
 import json
-import logging
 import os
 import sys
 import time
@@ -50,6 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agents.actors import connect_ray, one_line
 from envs.mocap.tracking import RESIDUAL_FAMILY, TIMED_FAMILY
 
 # the expert's task: tracking by a correction to a feed-forward reference controller (default; docs/npmp.md), or
@@ -73,34 +73,6 @@ class FanOutError(RuntimeError):
         super().__init__(f"{len(failures)} of {len(results)} failed -- {lines}")
 
 
-def _one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}"
-
-
-def _connect(address: str | None, num_cpus: int | None) -> None:
-    """Join the Ray cluster at ``address`` (``auto``, ``ray://host:port``) or start a local one on ``num_cpus``."""
-    import ray
-
-    from agents.config import ConfigError
-
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")   # no usage-stats prompt or upload
-    quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
-    if address:
-        if num_cpus is not None:
-            raise ConfigError("num_cpus sizes a local Ray cluster; a cluster at an address has its own CPUs")
-        kwargs = {"address": address, **quiet}
-    else:
-        if num_cpus is not None and num_cpus < 1:
-            raise ConfigError(f"num_cpus must be positive, got {num_cpus}")
-        kwargs = {"num_cpus": num_cpus or os.cpu_count(), "include_dashboard": False, **quiet}
-    try:
-        ray.init(**kwargs)
-    except (ConnectionError, ValueError, RuntimeError, TimeoutError) as e:
-        raise ConfigError(f"cannot {'reach the Ray cluster at ' + address if address else 'start a local Ray cluster'}"
-                          f" ({_one_line(e)})") from None
-
-
 def on_ray(fn, items, address: str | None = None, num_cpus: int | None = None, cpus_per_task: float = 1,
            label=str, quiet: bool = False, retries: int = 2) -> list:
     """``[fn(item) for item in items]`` with one Ray task per item, results in item order.
@@ -121,9 +93,7 @@ def on_ray(fn, items, address: str | None = None, num_cpus: int | None = None, c
     if not items:
         return []
     names = [label(item) for item in items]
-    started = not ray.is_initialized()
-    if started:
-        _connect(address, num_cpus)
+    started = connect_ray(address, num_cpus)
     try:
         task = ray.remote(num_cpus=cpus_per_task, max_retries=retries)(fn)
         index = {task.options(name=name).remote(item): i for i, (name, item) in enumerate(zip(names, items))}
@@ -138,10 +108,10 @@ def on_ray(fn, items, address: str | None = None, num_cpus: int | None = None, c
                 outcome = "done"
             except ray.exceptions.RayTaskError as e:   # the item's own exception, re-raised with Ray's wrapper
                 cause = e.cause if isinstance(e.cause, BaseException) else e
-                failures[names[i]] = _one_line(cause)
+                failures[names[i]] = one_line(cause)
                 outcome = f"FAILED ({failures[names[i]]})"
             except ray.exceptions.RayError as e:       # the worker died (out of memory, node lost)
-                failures[names[i]] = _one_line(e)
+                failures[names[i]] = one_line(e)
                 outcome = f"FAILED ({failures[names[i]]})"
             if not quiet:
                 finished = len(items) - len(pending)
@@ -187,7 +157,7 @@ def checkpoint_steps(run_dir: Path) -> int | None:
     except checkpoint.CheckpointError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise checkpoint.CheckpointError(f"{run_dir}: newest checkpoint is unreadable ({_one_line(e)})") from None
+        raise checkpoint.CheckpointError(f"{run_dir}: newest checkpoint is unreadable ({one_line(e)})") from None
 
 
 def _check_same_settings(run_dir: Path, family: str, seed: int, overrides: dict[str, str]) -> None:
