@@ -212,10 +212,12 @@ class Trainer:
             writer.add_scalar(tag, value, self.env_steps)
 
     # -- the loop --------------------------------------------------------------------------------------------
-    def train(self) -> dict:
+    def train(self, source=None) -> dict:
+        """Run to ``run.steps``; ``source``: an experience source already started (``experience_source()``)."""
         from torch.utils.tensorboard import SummaryWriter
 
-        source = self._experience_source()  # first: an unreachable Ray cluster leaves no run directory behind
+        # first: an unreachable Ray cluster leaves no run directory behind
+        source = source if source is not None else self.experience_source()
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             checkpoint.atomic_write_text(self.run_dir / "config.json", json.dumps(self.resolved_config(), indent=1))
@@ -225,7 +227,7 @@ class Trainer:
         finally:
             source.close()
 
-    def _experience_source(self):
+    def experience_source(self):
         """Acting in this process (``actors = 0``), or distributed actors on Ray (agents/actors.py)."""
         run = self.run
         make_env = functools.partial(make_run_env, run.env, run.action_repeat, run.agent, self.agent_config, "cpu")

@@ -34,10 +34,11 @@ VARIANTS = {
     "one-critic": {"critics": "1"},
     "residual-critic": {"critic_norm": "residual"},
     "polyak-online-critic": {"target_tau": "0.005", "policy_critic": "online"},
+    "thesis-width": {"hidden": "300,300"},
     "batch32": {"batch_size": "32"},
     "batch32-every2": {"batch_size": "32", "update_every": "2"},
     "before-issue12": {"obs_norm": "false", "critic_norm": "none", "critics": "1", "batch_size": "32",
-                       "update_every": "2"},
+                       "update_every": "2", "hidden": "300,300"},
 }
 
 

@@ -8,6 +8,10 @@ checkpoint; its one evaluation episode at the end is timed separately and subtra
 
     python benchmarks/throughput.py                       # walker-walk, 5000 actor steps, the default svg0
     python benchmarks/throughput.py --task cartpole-swingup --steps 2000 --set critics=1
+    python benchmarks/throughput.py --actors 1 2        # also the loop's env steps/s with distributed actors
+
+With ``--actors``, the same loop runs again with that many Ray actors (agents/actors.py) in place of acting in the
+learner's process; the learner keeps its update ratio, so actors help only where acting is the bottleneck.
 
 Writes benchmarks/results/throughput.json.
 """
@@ -76,12 +80,38 @@ def measure(task: str, repeat: int, actor_steps: int, overrides: dict[str, str],
             "loop_overhead": loop_s / (env_s + update_s) - 1.0, "svg0_overrides": overrides}
 
 
+def with_actors(task: str, repeat: int, actor_steps: int, overrides: dict[str, str], actors: int) -> dict:
+    """The loop's env steps/s with ``actors`` distributed actors (Ray startup excluded)."""
+    import torch
+
+    import agents
+    from agents.loop import RunConfig, Trainer
+
+    torch.set_num_threads(1)
+    config = agents.resolve_config("svg0", {"learning_starts": "200", **overrides})
+    with tempfile.TemporaryDirectory() as logdir:
+        run = RunConfig(env=task, agent="svg0", steps=actor_steps * repeat, seed=0, action_repeat=repeat,
+                        device="cpu", logdir=logdir, eval_every=10**9, eval_episodes=1, log_every=1000,
+                        checkpoint_every=10**9, actors=actors)
+        trainer = Trainer(run, config)
+        source = trainer.experience_source()  # start Ray and the actors outside the timed part
+        import ray
+
+        ray.get([actor.pid.remote() for actor in source.actors])
+        start = time.perf_counter()
+        trainer.train(source)
+        loop_s = time.perf_counter() - start
+    return {"actors": actors, "loop_s": loop_s, "updates": trainer.agent.updates,
+            "loop_env_steps_per_s": trainer.env_steps / loop_s}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="walker-walk")
     p.add_argument("--action-repeat", type=int, default=2)
     p.add_argument("--steps", type=int, default=5000, help="actor steps")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides")
+    p.add_argument("--actors", type=int, nargs="*", default=[], help="also time the loop with these actor counts")
     p.add_argument("--output", type=Path, default=RESULTS)
     args = p.parse_args()
     if args.steps < 500 or args.action_repeat < 1:
@@ -96,6 +126,8 @@ def main() -> None:
 
     try:
         result = measure(args.task, args.action_repeat, args.steps, overrides)
+        result["distributed"] = [with_actors(args.task, args.action_repeat, args.steps, overrides, a)
+                                 for a in args.actors if a >= 1]
     except ConfigError as e:
         raise SystemExit(f"error: {e}")
     result.update(command="python " + " ".join(["benchmarks/throughput.py", *sys.argv[1:]]),
