@@ -23,16 +23,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.runs import run_pool  # noqa: E402
 
 TASKS = {"cartpole-swingup": 8, "cheetah-run": 4, "reacher-easy": 4, "ball_in_cup-catch": 4, "walker-walk": 2,
          "finger-spin": 2}
@@ -391,27 +391,11 @@ def main() -> None:
         result["throughput"] = throughput()
         print(f"[dmc100k] throughput: {result['throughput']}", flush=True)
     save()
-    deadline = None if args.hours is None else time.time() + 3600 * args.hours
-    pending = iter(jobs)
-    with mp.get_context("spawn").Pool(args.workers, maxtasksperchild=1) as pool:
-        running = []
-        while True:
-            while len(running) < args.workers and (deadline is None or time.time() < deadline):
-                nxt = next(pending, None)
-                if nxt is None:
-                    break
-                running.append(pool.apply_async(job, (nxt,)))
-            if not running:
-                break
-            time.sleep(2)
-            for handle in [h for h in running if h.ready()]:
-                running.remove(handle)
-                try:
-                    result["runs"].append(handle.get())
-                except Exception as e:  # one failed run is reported and stays missing; the others go on
-                    print(f"[dmc100k] a run failed: {e.__class__.__name__}: {e}", flush=True)
-                    continue
-                save()
+    def finished(run: dict) -> None:
+        result["runs"].append(run)
+        save()
+
+    run_pool(job, jobs, args.workers, args.hours, finished, "dmc100k")
     print(json.dumps({"summary": result["summary"], "targets": result["targets"],
                       "missing": len(result["missing"])}, indent=1))
 

@@ -112,3 +112,29 @@ def run_jobs(job, jobs: list[tuple], workers: int, runs: dict, results_path: Pat
         for key, record in pool.imap_unordered(job, todo):
             runs[key] = record
             write_json(results_path, {**header, "runs": runs})
+
+
+def run_pool(job, jobs: list[tuple], workers: int, hours: float | None, on_result, label: str) -> None:
+    """``on_result(job(args))`` for each of ``jobs``, in ``workers`` fresh processes; no job starts after ``hours``
+    (None: no limit), those running finish. A job that raises is reported on a line and the others go on."""
+    deadline = None if hours is None else time.time() + 3600 * hours
+    pending = iter(jobs)
+    with mp.get_context("spawn").Pool(workers, maxtasksperchild=1) as pool:
+        running = []
+        while True:
+            while len(running) < workers and (deadline is None or time.time() < deadline):
+                nxt = next(pending, None)
+                if nxt is None:
+                    break
+                running.append(pool.apply_async(job, (nxt,)))
+            if not running:
+                return
+            time.sleep(2)
+            for handle in [h for h in running if h.ready()]:
+                running.remove(handle)
+                try:
+                    result = handle.get()
+                except Exception as e:  # the run stays missing; a rerun tries it again
+                    print(f"[{label}] a run failed: {e.__class__.__name__}: {e}", flush=True)
+                    continue
+                on_result(result)

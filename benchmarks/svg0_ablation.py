@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))
 
-from dmc100k import TASKS, run_svg0  # noqa: E402
+from benchmarks.dmc100k import TASKS, run_svg0  # noqa: E402
+from benchmarks.runs import run_pool  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "svg0_ablation.json"
 
@@ -89,32 +88,15 @@ def main() -> None:
     result.update(budget=args.budget, variants=VARIANTS,
                   command="python " + " ".join(["benchmarks/svg0_ablation.py", *sys.argv[1:]]))
     print(f"[ablation] {len(wanted) - len(jobs)} of {len(wanted)} runs already finished", flush=True)
-    deadline = None if args.hours is None else time.time() + 3600 * args.hours
-    pending = iter(jobs)
-    with mp.get_context("spawn").Pool(args.workers, maxtasksperchild=1) as pool:
-        running = []
-        while True:
-            while len(running) < args.workers and (deadline is None or time.time() < deadline):
-                nxt = next(pending, None)
-                if nxt is None:
-                    break
-                running.append(pool.apply_async(job, (nxt,)))
-            if not running:
-                break
-            time.sleep(2)
-            for handle in [h for h in running if h.ready()]:
-                running.remove(handle)
-                try:
-                    result["runs"].append(handle.get())
-                except Exception as e:  # reported; the run stays missing and the others go on
-                    print(f"[ablation] a run failed: {e.__class__.__name__}: {e}", flush=True)
-                    continue
-                result["summary"] = summarise([r for r in result["runs"]
-                                               if r["overrides"] == VARIANTS[r["variant"]]])
-                args.output.parent.mkdir(parents=True, exist_ok=True)
-                tmp = args.output.with_suffix(".tmp")
-                tmp.write_text(json.dumps(result, indent=1))
-                os.replace(tmp, args.output)
+    def finished(run: dict) -> None:
+        result["runs"].append(run)
+        result["summary"] = summarise([r for r in result["runs"] if r["overrides"] == VARIANTS[r["variant"]]])
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.output.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result, indent=1))
+        os.replace(tmp, args.output)
+
+    run_pool(job, jobs, args.workers, args.hours, finished, "ablation")
     print(json.dumps(result.get("summary", {}), indent=1))
 
 

@@ -2,13 +2,12 @@
 import numpy as np
 import pytest
 import torch
-from gymnasium import spaces
 
 import agents
 from agents.networks import Critic, polyak_update
 from agents.observations import RunningNormalizer
 from inference.layers.batched import BatchedMLP
-from tests.test_svg0 import ACT, OBS, batch_for, make_agent
+from tests.test_svg0 import batch_for, make_agent
 
 
 @pytest.mark.parametrize("norm", ["none", "layernorm", "residual"])

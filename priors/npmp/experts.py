@@ -42,7 +42,6 @@ import contextlib
 import dataclasses
 import difflib
 import json
-import os
 import sys
 import time
 from pathlib import Path
