@@ -141,3 +141,23 @@ def test_every_agent_implements_the_protocol():
         missing = [m for m in methods if m != "updates" and not callable(getattr(cls, m, None))]
         assert not missing, (name, missing)
         assert callable(cls.wrap_env)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_update_and_acting_state_on_any_device(device):
+    """The learner runs where its tensors are; what actors receive is always on the CPU."""
+    from tests.test_svg0 import ACT, OBS
+
+    config = agents.resolve_config("svg0", {"hidden": "16,16", "batch_size": "4"})
+    agent = agents.make("svg0", OBS, ACT, config, device)
+    agent.observe(np.random.default_rng(0).normal(size=(8, 5)).astype(np.float32))
+    batch = {k: v.to(device) for k, v in batch_for(agent).items()}
+    metrics = agent.update(batch)
+    assert all(torch.isfinite(torch.as_tensor(v)).item() for v in metrics.values())
+    state = agent.acting_state()
+    assert all(t.device.type == "cpu" for part in state.values() for t in part.values())
+    actor = agents.make("svg0", OBS, ACT, config, "cpu")
+    actor.load_acting_state(state)
+    obs = np.ones(5, np.float32)
+    np.testing.assert_allclose(actor.act(obs, deterministic=True)[0], agent.act(obs, deterministic=True)[0],
+                               rtol=1e-5, atol=1e-6)
