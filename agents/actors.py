@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from agents.config import ConfigError
+from agents.protocol import TrainingDiverged
 from agents.vector import EnvPool, EnvWorkerError
 
 
@@ -49,6 +50,10 @@ class Experience(NamedTuple):
 def act_and_step(agent, pool: EnvPool, layout, flats: list[np.ndarray], stream_offset: int = 0) -> list[Transition]:
     """One step of every environment in ``pool``, ``agent`` acting on ``flats`` (updated in place)."""
     acted = [agent.act(flat) for flat in flats]
+    for action, _ in acted:  # caught here, before a simulator is fed NaN and fails with a less telling error
+        if not np.all(np.isfinite(action)):
+            raise TrainingDiverged("the policy produced a non-finite action; lower the learning rates (the *lr keys "
+                                   "of `train.py --list`) or set grad_clip; the last checkpoint is intact")
     out = []
     for i, ((action, log_prob), step) in enumerate(zip(acted, pool.step([a for a, _ in acted]))):
         obs = layout.flatten(step.obs)
@@ -64,12 +69,12 @@ def act_and_step(agent, pool: EnvPool, layout, flats: list[np.ndarray], stream_o
 class LocalActor:
     """The learner's own process acts in ``pool`` with the learner's agent."""
 
-    def __init__(self, agent, pool: EnvPool, layout, reset_seed: int):
-        self.agent, self.pool, self.layout, self.reset_seed = agent, pool, layout, reset_seed
+    def __init__(self, agent, pool: EnvPool, layout, reset_seeds: list[int]):
+        self.agent, self.pool, self.layout, self.reset_seeds = agent, pool, layout, reset_seeds
         self.flats: list[np.ndarray] = []
 
     def start(self) -> Experience:
-        self.flats = [self.layout.flatten(self.pool.reset(i, seed=self.reset_seed + i)) for i in range(self.pool.size)]
+        self.flats = [self.layout.flatten(self.pool.reset(i, seed=s)) for i, s in enumerate(self.reset_seeds)]
         self.agent.begin_episode()
         return Experience(list(enumerate(self.flats)), [])
 
@@ -102,11 +107,14 @@ class _ActorWorker:
         self.seeds, self.offset = seeds, stream_offset
         self.flats: list[np.ndarray] | None = None
 
-    def collect(self, weights: dict, steps: int) -> Experience:
+    def collect(self, weights: dict, steps: int, lost: int = 0) -> Experience:
+        """``steps`` steps per environment. ``lost`` > 0: the learner lost ``lost`` of this actor's chunks so far,
+        the last just now, so the episodes in progress have a gap: begin new ones, on seeds not used before."""
         self.agent.load_acting_state(weights)
         starts = []
-        if self.flats is None:  # a new (or restarted) actor begins fresh episodes
-            self.flats = [self.layout.flatten(self.pool.reset(i, seed=s)) for i, s in enumerate(self.seeds)]
+        if self.flats is None or lost:  # a new (or restarted) actor begins fresh episodes
+            self.flats = [self.layout.flatten(self.pool.reset(i, seed=s + 1_000_003 * lost))
+                          for i, s in enumerate(self.seeds)]
             starts = [(self.offset + i, flat) for i, flat in enumerate(self.flats)]
             self.agent.begin_episode()
         transitions = []
@@ -180,6 +188,7 @@ class RayActors:
         self.actors = [worker.remote(make_env, s, agent_name, agent_config, a * len(s)) for a, s in enumerate(seeds)]
         self.chunk, self.restarts = chunk, 0
         self.failing = [0] * len(self.actors)  # consecutive lost chunks per actor
+        self.lost = [0] * len(self.actors)  # all lost chunks per actor
         self.weights = ray.put(agent.acting_state())
         self.pending: dict = {}
 
@@ -188,8 +197,8 @@ class RayActors:
             self._request(a)
         return Experience([], [])  # actors report their episodes' first states with their first chunk
 
-    def _request(self, a: int) -> None:
-        self.pending[self.actors[a].collect.remote(self.weights, self.chunk)] = a
+    def _request(self, a: int, lost: int = 0) -> None:
+        self.pending[self.actors[a].collect.remote(self.weights, self.chunk, lost)] = a
 
     def collect(self) -> Experience:
         import ray
@@ -209,9 +218,10 @@ class RayActors:
             if self.failing[a] == 1:
                 print(f"actor {a} died; Ray restarts it and the learner goes on", file=sys.stderr, flush=True)
             time.sleep(0.1 * self.failing[a])  # give the restart a moment before asking again
-            experience = Experience([], [])
-        else:
-            self.failing[a] = 0
+            self.lost[a] += 1
+            self._request(a, lost=self.lost[a])  # an actor that was only unreachable must not go on across the gap
+            return Experience([], [])
+        self.failing[a] = 0
         self._request(a)
         return experience
 

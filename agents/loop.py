@@ -25,7 +25,7 @@ import envs
 from agents import checkpoint
 from agents.config import ConfigError, from_dict
 from agents.observations import ObsLayout
-from agents.protocol import Agent
+from agents.protocol import Agent, TrainingDiverged
 from agents.replay import SequenceReplay
 from agents.actors import LocalActor, RayActors
 from agents.vector import EnvPool
@@ -87,8 +87,6 @@ def make_run_env(env_name: str, action_repeat: int, agent: str, agent_config, de
     return agents.agent_class(agent).wrap_env(env, agent_config, torch.device(device))
 
 
-class TrainingDiverged(RuntimeError):
-    """A loss became NaN/inf; the last checkpoint is left untouched."""
 
 
 def resolve_device(name: str) -> torch.device:
@@ -232,10 +230,11 @@ class Trainer:
         run = self.run
         make_env = functools.partial(make_run_env, run.env, run.action_repeat, run.agent, self.agent_config, "cpu")
         if run.actors == 0:
-            make_local = functools.partial(make_run_env, run.env, run.action_repeat, run.agent, self.agent_config,
-                                           str(self.device))
+            # one env lives in this process (and may put a frozen decoder on the learner's device); workers use the CPU
+            make_local = make_env if run.num_envs > 1 else functools.partial(
+                make_run_env, run.env, run.action_repeat, run.agent, self.agent_config, str(self.device))
             return LocalActor(self.agent, EnvPool(make_local, self.training_seeds()), self.layout,
-                              reset_seed=run.seed + self.env_steps)
+                              reset_seeds=[s + self.env_steps for s in self.training_seeds()])
         seeds = self.training_seeds()
         per_actor = [seeds[a * run.num_envs:(a + 1) * run.num_envs] for a in range(run.actors)]
         # actors restarted on resume must not replay the same episodes: their seeds move with the step count

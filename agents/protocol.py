@@ -12,6 +12,10 @@ import numpy as np
 import torch
 
 
+class TrainingDiverged(RuntimeError):
+    """A loss, a metric or an action became NaN/inf; the last checkpoint is left untouched."""
+
+
 @runtime_checkable
 class Agent(Protocol):
     updates: int  # learner updates so far (checkpointed)

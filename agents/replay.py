@@ -65,7 +65,12 @@ class SequenceReplay:
         """
         if stream not in self._open:
             raise RuntimeError("call start_episode(obs) before adding steps to a new episode")
-        i = self._open.pop(stream) % self.capacity
+        open_id = self._open.pop(stream)
+        i = open_id % self.capacity
+        if self.write_id[i] != open_id:  # the ring overwrote the state this step starts from (other streams wrote
+            if not episode_over:         # a whole capacity since): the step is lost, the episode goes on from here
+                self._open[stream] = self._write_obs(next_obs)
+            return
         self.action[i] = action
         self.behaviour_log_prob[i] = behaviour_log_prob
         self.reward[i] = reward

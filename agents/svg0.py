@@ -351,9 +351,13 @@ class SVG0Agent(AgentBase):
         return self.log_alpha.detach().exp()
 
     # -- learning --------------------------------------------------------------------------------------------
-    def _prior_kl(self, prior, obs, action, mask, dist, analytic: bool = False):
-        """Per-step KL[pi(.|s_t) || prior(.|s_t)] [B, K] on the prior's observation groups (priors/models.py)."""
-        prior_obs = self.layout.select(obs[:, :action.shape[1]], self.prior_groups)
+    def _prior_kl(self, prior, batch, dist, analytic: bool = False):
+        """Per-step KL[pi(.|s_t) || prior(.|s_t)] [B, K] on the prior's observation groups (priors/models.py).
+
+        The prior sees raw observations (``raw_obs``), never normalised ones: a saved prior is reused by runs with
+        other statistics, or by ``latent_controller`` on raw environment observations."""
+        action, mask = batch["action"], batch["mask"]
+        prior_obs = self.layout.select(batch.get("raw_obs", batch["obs"])[:, :action.shape[1]], self.prior_groups)
         return prior.kl(prior_obs, dist.mean, dist.std, action, mask, analytic=analytic)
 
     def retrace_targets(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
@@ -373,7 +377,7 @@ class SVG0Agent(AgentBase):
             rewards = batch["reward"] + self.alpha * entropy[:, :K]
             metrics = {}
             if self.prior is not None:  # KL^T_t = KL[pi^O || pi_0^T], the online policy against the target prior
-                kl_target, _ = self._prior_kl(self.target_prior, obs, action, mask, self.policy(obs[:, :K]))
+                kl_target, _ = self._prior_kl(self.target_prior, batch, self.policy(obs[:, :K]))
                 rewards = rewards - cfg.kl_coef * kl_target
                 metrics["prior/kl_target"] = masked_mean(kl_target, mask)
             # every head's own Retrace targets: heads are folded into the batch dimension
@@ -413,7 +417,7 @@ class SVG0Agent(AgentBase):
         per_step = self.alpha * log_prob - q_new
         metrics = {}
         if self.prior is not None and self.config.kl_in_policy_loss:
-            kl, _ = self._prior_kl(self.target_prior, obs, action, mask, dist, analytic=True)
+            kl, _ = self._prior_kl(self.target_prior, batch, dist, analytic=True)
             per_step = per_step + self.config.kl_coef * kl
             metrics["prior/kl_policy_term"] = masked_mean(kl.detach(), mask)
         return masked_mean(per_step, mask), log_prob, metrics
@@ -423,7 +427,7 @@ class SVG0Agent(AgentBase):
         obs, action, mask = batch["obs"], batch["action"], batch["mask"]
         with torch.no_grad():
             dist = self.policy(obs[:, :action.shape[1]])
-        kl, terms = self._prior_kl(self.prior, obs, action, mask, dist)
+        kl, terms = self._prior_kl(self.prior, batch, dist)
         loss = masked_mean(kl, mask)
         return loss, {"prior/kl_online": loss.detach(), **{f"prior/bound_{k}": v for k, v in terms.items()}}
 
@@ -443,7 +447,7 @@ class SVG0Agent(AgentBase):
         """One learner step of Alg 9 on a batch of sequences; metrics as 0-d tensors (read them when logging)."""
         cfg = self.config
         if self.obs_norm is not None:  # replay keeps raw observations; normalise with the current statistics
-            batch = {**batch, "obs": self.obs_norm(batch["obs"])}
+            batch = {**batch, "obs": self.obs_norm(batch["obs"]), "raw_obs": batch["obs"]}
         obs, action, mask = batch["obs"], batch["action"], batch["mask"]
         K = action.shape[1]
         if self.noisy:  # fresh, independent noise for the online and target networks at every update

@@ -114,7 +114,8 @@ class EnvPool:
             try:
                 if process.is_alive():
                     conn.send(("close", None))
-                    conn.recv()
+                    if conn.poll(5):  # a stuck worker is terminated below rather than waited for
+                        conn.recv()
             except (EOFError, OSError):
                 pass
             process.join(timeout=5)

@@ -100,3 +100,22 @@ def test_bad_num_envs_is_one_line(flag, tmp_path):
     result = run_cli("--env", "cartpole-balance", "--agent", "svg0", "--logdir", tmp_path / "r", *flag)
     assert_one_line_error(result, "num_envs must be positive")
     assert not (tmp_path / "r").exists()
+
+
+def test_a_stream_whose_open_row_was_overwritten_never_links_into_another_stream():
+    """Stream 1 writes more than a capacity of rows while stream 0 waits: stream 0's next step must not land on
+    (and link from) stream 1's row that took its place."""
+    replay = SequenceReplay(6, 2, 1, 3, np.random.default_rng(0))
+    replay.start_episode(np.array([0, 0], np.float32), stream=0)
+    replay.start_episode(np.array([1, 0], np.float32), stream=1)
+    for t in range(1, 9):
+        replay.add(np.array([1.0]), 0.0, 1.0, False, np.array([1, t], np.float32), False, stream=1)
+    replay.add(np.array([0.0]), 0.0, 0.0, False, np.array([0, 1], np.float32), False, stream=0)  # its row is gone
+    replay.add(np.array([0.0]), 0.0, 0.0, False, np.array([0, 2], np.float32), False, stream=0)
+    batch = replay.sample(200)
+    obs, mask = batch["obs"].numpy(), batch["mask"].numpy()
+    for b in range(200):
+        steps = int(mask[b].sum())
+        assert np.all(obs[b, :steps + 1, 0] == obs[b, 0, 0])  # one stream per sequence
+        assert np.all(np.diff(obs[b, :steps + 1, 1]) == 1)
+        assert np.all(batch["reward"].numpy()[b, :steps] == obs[b, 0, 0])

@@ -102,7 +102,7 @@ def test_the_prior_sees_exactly_the_configured_observation_groups(kind):
     def prior_kl(a, data):
         torch.manual_seed(1)  # the latent prior samples z
         dist = a.policy(b["obs"][:, :4])  # the same policy distribution for both
-        kl, _ = a._prior_kl(a.prior, data["obs"], data["action"], data["mask"], dist)
+        kl, _ = a._prior_kl(a.prior, data, dist)
         return kl
 
     asymmetric = agent(kind, prior_obs=("proprio",))

@@ -161,3 +161,22 @@ def test_update_and_acting_state_on_any_device(device):
     obs = np.ones(5, np.float32)
     np.testing.assert_allclose(actor.act(obs, deterministic=True)[0], agent.act(obs, deterministic=True)[0],
                                rtol=1e-5, atol=1e-6)
+
+
+def test_the_behaviour_prior_sees_raw_observations_under_obs_norm():
+    """A saved prior is reused by runs with other statistics (prior_init) or on raw observations
+    (latent_controller): it must be trained on raw observations, whatever the policy's normalisation."""
+    agent = make_agent(obs_norm="true", prior="mlp")
+    agent.observe((np.random.default_rng(0).normal(size=(50, 5)) * 30 + 7).astype(np.float32))
+    batch = batch_for(agent)
+    seen = []
+    original = agent.prior.kl
+
+    def spy(prior_obs, *args, **kwargs):
+        seen.append(prior_obs.detach().clone())
+        return original(prior_obs, *args, **kwargs)
+
+    agent.prior.kl = spy
+    agent.prior_loss({**batch, "obs": agent.obs_norm(batch["obs"]), "raw_obs": batch["obs"]})
+    K = batch["action"].shape[1]
+    torch.testing.assert_close(seen[0], agent.layout.select(batch["obs"][:, :K], agent.prior_groups))
