@@ -195,7 +195,8 @@ class Trainer:
             self.rng.bit_generator.state = meta["numpy_rng"]
             counters = meta["counters"]
         except (KeyError, ValueError, RuntimeError, TypeError) as e:
-            raise checkpoint.CheckpointError(f"{path} does not match this run's agent/config: {e}") from None
+            first = (str(e).strip().splitlines() or [""])[0]
+            raise checkpoint.CheckpointError(f"{path} does not match this run's agent/config ({first})") from None
         self.env_steps, self.actor_steps = counters["env_steps"], counters["actor_steps"]
         self.episodes = counters["episodes"]
 

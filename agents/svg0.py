@@ -520,6 +520,9 @@ class SVG0Agent(AgentBase):
         return state
 
     def load_state_dict(self, state: dict) -> None:
+        if not self.noisy and any(k.startswith(("heads.", "ensemble.")) for k in state["critic"]):
+            raise ValueError("it holds svg0's critic from before the batched critic of issue 12, which this version "
+                             "cannot load; start a new run")
         for name in ("policy", "critic", "target_policy", "target_critic"):
             getattr(self, name).load_state_dict(state[name])
         with torch.no_grad():

@@ -180,3 +180,11 @@ def test_the_behaviour_prior_sees_raw_observations_under_obs_norm():
     agent.prior_loss({**batch, "obs": agent.obs_norm(batch["obs"]), "raw_obs": batch["obs"]})
     K = batch["action"].shape[1]
     torch.testing.assert_close(seen[0], agent.layout.select(batch["obs"][:, :K], agent.prior_groups))
+
+
+def test_a_checkpoint_with_the_old_per_head_critic_is_refused_clearly():
+    agent = make_agent()
+    state = agent.state_dict()
+    state["critic"] = {"heads.0.0.weight": torch.zeros(16, 7), "heads.0.0.bias": torch.zeros(16)}
+    with pytest.raises(ValueError, match="before the batched critic"):
+        agent.load_state_dict(state)
