@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.runs import run_pool  # noqa: E402
+from benchmarks.runs import fail, run_pool  # noqa: E402
 
 TASKS = {"cartpole-swingup": 8, "cheetah-run": 4, "reacher-easy": 4, "ball_in_cup-catch": 4, "walker-walk": 2,
          "finger-spin": 2}
@@ -314,7 +314,7 @@ def parse_overrides(items: list[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
-            raise SystemExit(f"error: --svg0-set expects key=value, got {item!r}")
+            fail(f"--svg0-set expects key=value, got {item!r}")
         out[key] = value
     return out
 
@@ -335,7 +335,7 @@ def main() -> None:
     p.add_argument("--report", action="store_true", help="only rewrite the docs table from --output")
     args = p.parse_args()
     if args.budget < 1 or args.seeds < 1 or args.workers < 1:
-        raise SystemExit("error: --budget, --seeds and --workers must be positive")
+        fail("--budget, --seeds and --workers must be positive")
     if args.report:
         write_docs(json.loads(args.output.read_text()), args.docs)
         return
@@ -347,16 +347,16 @@ def main() -> None:
     try:
         settings = {agent: settings_of(agent, overrides) for agent in RUNNERS}
     except ConfigError as e:
-        raise SystemExit(f"error: --svg0-set: {e}")
+        fail(f"--svg0-set: {e}")
 
     result = {"runs": []}
     if args.output.exists():
         try:
             result = json.loads(args.output.read_text())
         except json.JSONDecodeError as e:
-            raise SystemExit(f"error: {args.output} is not valid JSON ({e}); move it away to start afresh")
+            fail(f"{args.output} is not valid JSON ({e}); move it away to start afresh")
         if result.get("budget") != args.budget:
-            raise SystemExit(f"error: {args.output} holds a {result.get('budget')}-step protocol; pass --output "
+            fail(f"{args.output} holds a {result.get('budget')}-step protocol; pass --output "
                              "elsewhere for another budget")
 
     def current(run: dict) -> bool:  # a run counts only with this invocation's settings

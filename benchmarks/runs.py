@@ -138,3 +138,11 @@ def run_pool(job, jobs: list[tuple], workers: int, hours: float | None, on_resul
                     print(f"[{label}] a run failed: {e.__class__.__name__}: {e}", flush=True)
                     continue
                 on_result(result)
+
+
+def fail(message: str) -> None:
+    """Bad input to a benchmark script: one ``error:`` line on stderr and exit status 2."""
+    import sys
+
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)

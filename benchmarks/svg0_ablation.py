@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.dmc100k import TASKS, run_svg0  # noqa: E402
-from benchmarks.runs import run_pool  # noqa: E402
+from benchmarks.runs import fail, run_pool  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "svg0_ablation.json"
 
@@ -77,11 +77,11 @@ def main() -> None:
     p.add_argument("--run-root", type=Path, default=ROOT / "runs" / "svg0_ablation")
     args = p.parse_args()
     if args.budget < 1 or args.seeds < 1 or args.workers < 1:
-        raise SystemExit("error: --budget, --seeds and --workers must be positive")
+        fail("--budget, --seeds and --workers must be positive")
     os.environ.setdefault("MUJOCO_GL", "egl")
     result = json.loads(args.output.read_text()) if args.output.exists() else {"runs": []}
     if result.get("budget", args.budget) != args.budget:
-        raise SystemExit(f"error: {args.output} holds a {result['budget']}-step ablation; pass --output elsewhere")
+        fail(f"{args.output} holds a {result['budget']}-step ablation; pass --output elsewhere")
     done = {(r["variant"], r["task"], r["seed"]) for r in result["runs"] if r["overrides"] == VARIANTS[r["variant"]]}
     wanted = [(v, t, s) for s in range(args.seeds) for t in args.tasks for v in args.variants]
     jobs = [(v, t, s, args.budget, str(args.run_root)) for v, t, s in wanted if (v, t, s) not in done]

@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+from benchmarks.runs import fail  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results" / "throughput.json"
 
 
@@ -115,12 +117,12 @@ def main() -> None:
     p.add_argument("--output", type=Path, default=RESULTS)
     args = p.parse_args()
     if args.steps < 500 or args.action_repeat < 1:
-        raise SystemExit("error: --steps must be >= 500 (the first 200 steps only fill replay), --action-repeat >= 1")
+        fail("--steps must be >= 500 (the first 200 steps only fill replay), --action-repeat >= 1")
     overrides = {}
     for item in args.overrides:
         key, sep, value = item.partition("=")
         if not sep:
-            raise SystemExit(f"error: --set expects key=value, got {item!r}")
+            fail(f"--set expects key=value, got {item!r}")
         overrides[key] = value
     from agents.config import ConfigError
 
@@ -129,7 +131,7 @@ def main() -> None:
         result["distributed"] = [with_actors(args.task, args.action_repeat, args.steps, overrides, a)
                                  for a in args.actors if a >= 1]
     except ConfigError as e:
-        raise SystemExit(f"error: {e}")
+        fail(f"{e}")
     result.update(command="python " + " ".join(["benchmarks/throughput.py", *sys.argv[1:]]),
                   machine=f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
                   date=time.strftime("%Y-%m-%d"))
