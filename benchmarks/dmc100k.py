@@ -387,8 +387,8 @@ def main() -> None:
 
     print(f"[dmc100k] {len(done & set(wanted))} of {len(wanted)} runs already finished; {len(jobs)} to run",
           flush=True)
-    if "throughput" not in result:
-        result["throughput"] = throughput()
+    if result.get("throughput", {}).get("svg0_settings") != settings["svg0"]:  # measured for these settings
+        result["throughput"] = {**throughput(), "svg0_settings": settings["svg0"]}
         print(f"[dmc100k] throughput: {result['throughput']}", flush=True)
     save()
     def finished(run: dict) -> None:
