@@ -80,12 +80,12 @@ def run_svg0(task: str, repeat: int, seed: int, budget: int, overrides: dict[str
         shutil.rmtree(run_dir)  # another budget or other settings: start this run afresh
     trainer = Trainer(run, config, resume_from=resume)
     start = time.perf_counter()
-    stop_timer = _WallRecorder(run_dir, wall_before, start)
-    stop_timer.start()
+    wall_recorder = _WallRecorder(run_dir, wall_before, start)
+    wall_recorder.start()
     try:
         result = trainer.train()
     finally:
-        stop_timer.stop()
+        wall_recorder.stop()
     wall = wall_before + time.perf_counter() - start
     shutil.rmtree(run_dir)  # finished: the result goes to the results file; replay checkpoints are large
     return {"return": result["eval_return"], "wall_s": wall, "updates": trainer.agent.updates,
