@@ -13,8 +13,9 @@ def _registry() -> dict[str, type]:
     from agents.dqn import DQNAgent
     from agents.svg0 import SVG0Agent
     from agents.npmp import NPMPAgent
+    from agents.mpc import MPCAgent
 
-    return {"sql": SQLAgent, "svg0": SVG0Agent, "dqn": DQNAgent, "npmp": NPMPAgent}
+    return {"sql": SQLAgent, "svg0": SVG0Agent, "dqn": DQNAgent, "npmp": NPMPAgent, "mpc": MPCAgent}
 
 
 def names() -> list[str]:

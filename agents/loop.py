@@ -281,7 +281,8 @@ class Trainer:
             if seen:
                 self.agent.observe(np.stack(seen))
 
-            points = update_points(actor_before, self.actor_steps, cfg.learning_starts, cfg.update_every)
+            points = update_points(actor_before, self.actor_steps, cfg.learning_starts, cfg.update_every) \
+                if self.agent.learns else 0
             for _ in range(points * cfg.updates_per_step):
                 metrics = self.agent.update(self.replay.sample(cfg.batch_size, self.device))
                 for k, v in metrics.items():  # floats or 0-d tensors: summed without a host sync

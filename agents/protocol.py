@@ -19,6 +19,7 @@ class TrainingDiverged(RuntimeError):
 @runtime_checkable
 class Agent(Protocol):
     updates: int  # learner updates so far (checkpointed)
+    learns: bool  # whether the loop calls ``update`` at all
 
     def act(self, obs: np.ndarray, deterministic: bool = False) -> tuple[Any, float]:
         """An action for one flat observation and its behaviour log-probability log mu(a|s)."""
@@ -47,6 +48,8 @@ class Agent(Protocol):
 
 class AgentBase:
     """Do-nothing defaults for the optional hooks of ``Agent``, and ``wrap_env`` for agents that act directly."""
+
+    learns = True  # False: the loop never calls ``update`` (a planner)
 
     def begin_episode(self) -> None:
         pass

@@ -8,6 +8,7 @@ import pytest
 from agents.config import ConfigError
 from envs import EnvError
 from envs.mocap.tracking import MAX_COMIC_REWARD
+from agents import fanout
 from priors.npmp import experts
 
 SNIPPETS = ["09_02-0", "16_45-0"]   # two of the shortest snippets (36 and 38 frames)
@@ -91,8 +92,8 @@ def test_train_resume_skip_and_report(tmp_path, local_ray):
 def test_failing_item_is_named_and_others_complete(capsys):
     import ray
 
-    with pytest.raises(experts.FanOutError) as caught:
-        experts.on_ray(experts.reference_score, ["09_02-0", "no_such_snippet"], num_cpus=2)
+    with pytest.raises(fanout.FanOutError) as caught:
+        fanout.on_ray(experts.reference_score, ["09_02-0", "no_such_snippet"], num_cpus=2)
     error = caught.value
     assert list(error.failures) == ["no_such_snippet"]
     assert "EnvError" in error.failures["no_such_snippet"] and "unknown snippet" in error.failures["no_such_snippet"]

@@ -108,7 +108,7 @@ def build_task(clips: list[str], ref_path: str | Path = DEFAULT_OUTPUT, playback
     episode at the snippet's first frame (rollouts and evaluations of whole snippets) instead of a random one."""
     with h5py.File(ref_path, "r") as f:   # end steps from the file, so clips load lazily, not all at start
         end_steps = tuple(int(f[c].attrs["num_steps"]) for c in clips)
-    task_class = ReferencePlayback if playback else tracking.MultiClipMocapTracking
+    task_class = ReferencePlayback if playback else ServoStartTracking
     task = task_class(
         walker=cmu_humanoid.CMUHumanoidPositionControlledV2020, arena=floors.Floor(), ref_path=str(ref_path),
         dataset=types.ClipCollection(ids=tuple(clips), end_steps=end_steps), ref_steps=REF_STEPS,
@@ -120,7 +120,24 @@ def build_task(clips: list[str], ref_path: str | Path = DEFAULT_OUTPUT, playback
     return task
 
 
-class ReferencePlayback(tracking.MultiClipMocapTracking):
+class ServoStartTracking(tracking.MultiClipMocapTracking):
+    """dm_control's tracking task with the position servos' activations set to hold the start pose.
+
+    dm_control puts the walker on the reference pose but leaves the servos' filtered activations (the
+    ``actuator_activation`` observation; time constant 0.03 s, one control step) at 0, i.e. every servo pulling
+    towards the middle of its joint's range: whatever the first action, the body sags for the first steps (the root
+    drops ~8 cm within 4 steps on 07_01-0). Here each activation starts at the command that targets the joint's
+    start angle, the state of servos that were already tracking the pose."""
+
+    def initialize_episode(self, physics, random_state):
+        super().initialize_episode(physics, random_state)
+        actuators = physics.bind(self._walker.actuators)
+        joints = physics.bind([actuator.joint for actuator in self._walker.actuators])
+        low, high = joints.range.T
+        actuators.act = np.clip(2.0 * (joints.qpos - low) / (high - low) - 1.0, -1.0, 1.0)
+
+
+class ReferencePlayback(ServoStartTracking):
     """The tracking task with the walker put on the reference state after each physics step, before the features,
     error and reward are computed (dm_control's ``PlaybackTask`` does the same but scores 0). A check of the data
     and the reward: a perfect tracker scores ``MAX_COMIC_REWARD`` on every step."""
@@ -161,28 +178,52 @@ class TrackingEnv(DMEnv):
 
         super().__init__(load, seed=seed, action_repeat=action_repeat, render_size=render_size,
                          group_of=observation_group, camera_id="walker/back")
-        self._reference_actions = self._feed_forward(ref_path) if residual_scale is not None else None
+        self._ref_path = ref_path
+        self._reference_actions: dict[str, np.ndarray] = {}
 
-    def _feed_forward(self, ref_path) -> dict[str, np.ndarray]:
-        """Per clip, [num_steps, actuators] actions that command each servo to the reference joint angle (the
-        position actuators map [-1, 1] linearly onto their joint's range)."""
-        walker, physics = self._env.task._walker, self._env.physics
-        joints = [actuator.joint for actuator in walker.actuators]
-        mocap_order = [joint.name for joint in walker.mocap_joints]
-        rows = [mocap_order.index(joint.name) for joint in joints]
-        low, high = physics.bind(joints).range.T
-        actions = {}
-        with h5py.File(ref_path, "r") as f:
-            for clip in self.clips:
+    def feed_forward_actions(self, clip: str | None = None) -> np.ndarray:
+        """[num_steps, actuators] actions that command each servo to the reference joint angle of each frame of
+        ``clip`` (default: the current one); the position actuators map [-1, 1] linearly onto their joint's range."""
+        clip = clip or self.clip
+        if clip not in self._reference_actions:
+            walker, physics = self.walker, self._env.physics
+            joints = [actuator.joint for actuator in walker.actuators]
+            mocap_order = [joint.name for joint in walker.mocap_joints]
+            rows = [mocap_order.index(joint.name) for joint in joints]
+            low, high = physics.bind(joints).range.T
+            with h5py.File(self._ref_path, "r") as f:
                 angles = f[clip]["walkers/walker_0/joints"][()][rows].T  # [num_steps, actuators]
-                actions[clip] = np.clip(2.0 * (angles - low) / (high - low) - 1.0, -1.0, 1.0).astype(np.float32)
-        return actions
+            self._reference_actions[clip] = np.clip(2.0 * (angles - low) / (high - low) - 1.0, -1.0,
+                                                    1.0).astype(np.float32)
+        return self._reference_actions[clip]
 
     def reference_action(self) -> np.ndarray:
         """a_ref(t): the servo targets of the reference's next frame."""
-        task = self._env.task
-        frames = self._reference_actions[self.clips[task._current_clip_index]]
-        return frames[min(int(task._time_step) + 1, len(frames) - 1)]
+        frames = self.feed_forward_actions()
+        return frames[min(self.time_step + 1, len(frames) - 1)]
+
+    # What a planner needs besides the physics (agents/mpc.py): dm_control keeps these on its task.
+    @property
+    def walker(self):
+        return self._env.task._walker
+
+    @property
+    def clip(self) -> str:
+        return self.clips[self._env.task._current_clip_index]
+
+    @property
+    def time_step(self) -> int:
+        """The reference frame the walker is being compared with (0 at the episode's first frame)."""
+        return int(self._env.task._time_step)
+
+    @property
+    def control_timestep(self) -> float:
+        return float(self._env.control_timestep())
+
+    def clip_reference(self) -> dict[str, np.ndarray]:
+        """The current snippet's reference features per frame (joints [T, 56], body_positions [T, 31, 3], ...), in
+        the world frame the simulator uses."""
+        return self._env.task._clip_reference_features
 
     def compose(self, action: np.ndarray) -> np.ndarray:
         """The walker's command for an agent action (the action itself without ``residual_scale``)."""
@@ -196,5 +237,4 @@ class TrackingEnv(DMEnv):
         return obs, reward, terminated, truncated, {**info, "applied_action": applied}
 
     def _info(self) -> dict:
-        task = self._env.task
-        return {"clip": self.clips[task._current_clip_index], "time_step": int(task._time_step)}
+        return {"clip": self.clip, "time_step": self.time_step}

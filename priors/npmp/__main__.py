@@ -89,7 +89,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def collect(args) -> Path:
     from priors.npmp import data
-    from priors.npmp.experts import expert_dirs, on_ray
+    from agents.fanout import on_ray
+    from priors.npmp.experts import expert_dirs
 
     dirs = expert_dirs(args.experts_root, [*args.snippets, *args.held_out])
     results = on_ray(lambda d: data.collect_expert(d, trajectories=args.trajectories,
@@ -174,7 +175,7 @@ def evaluate(args) -> dict:
 def main(argv=None) -> int:
     from agents.config import ConfigError
     from envs import EnvError
-    from priors.npmp.experts import FanOutError
+    from agents.fanout import FanOutError
 
     args = parse_args(argv)
     try:

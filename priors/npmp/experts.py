@@ -10,8 +10,7 @@ in the clip as the task observation, random start along the snippet, early termi
 The seed leaves the expert learner's settings open; we use the repo's svg0 defaults (agents/svg0.py, any of them
 changeable with ``overrides`` / ``--set``) with ``update_every=4`` (``EXPERT_OVERRIDES``) and evaluations and checkpoints every 4 000 env steps.
 
-- ``on_ray(fn, items, ...)``: a generic fan-out, one Ray task per item (used for experts, reports and data
-  collection).
+- experts, reports and data collection fan out over snippets with ``agents.fanout.on_ray``.
 - ``train_experts(snippets, root, steps, ...)``: resumable. A new snippet starts a run; an existing run directory
   continues from its newest checkpoint exactly as ``train.py --resume DIR --steps N`` does (``train.build`` +
   ``agents.loop.Trainer``); a run already at ``steps`` or beyond is skipped; a directory whose first checkpoint was
@@ -43,12 +42,12 @@ import dataclasses
 import difflib
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-from agents.actors import connect_ray, one_line
+from agents.actors import one_line
+from agents.fanout import FanOutError, on_ray
 from envs.mocap.tracking import RESIDUAL_FAMILY, TIMED_FAMILY
 
 # the expert's task: tracking by a correction to a feed-forward reference controller (default; docs/npmp.md), or
@@ -60,68 +59,6 @@ RUN_FLAGS = {"eval_every": 4000, "checkpoint_every": 4000}
 # svg0 settings of the experts (on top of svg0's defaults): half the updates per step of the default, which makes
 # an expert ~1.5x faster on a CPU core; --set changes them (and any other svg0 field)
 EXPERT_OVERRIDES = {"update_every": "4"}
-
-
-class FanOutError(RuntimeError):
-    """Some items of ``on_ray`` failed; the others completed. ``failures`` maps item names to one-line errors;
-    ``results`` holds every result in item order, ``None`` where the item failed."""
-
-    def __init__(self, failures: dict[str, str], results: list):
-        self.failures, self.results = failures, results
-        lines = "; ".join(f"{name}: {error}" for name, error in failures.items())
-        super().__init__(f"{len(failures)} of {len(results)} failed -- {lines}")
-
-
-def on_ray(fn, items, address: str | None = None, num_cpus: int | None = None, cpus_per_task: float = 1,
-           label=str, quiet: bool = False, retries: int = 2) -> list:
-    """``[fn(item) for item in items]`` with one Ray task per item, results in item order.
-
-    ``address`` None starts a local cluster of ``num_cpus`` CPUs (default ``os.cpu_count()``) and shuts it down
-    afterwards; ``"auto"`` or ``"ray://host:port"`` joins a running cluster. If Ray is already initialised in this
-    process, that cluster is used and left running. Each task reserves ``cpus_per_task`` CPUs, so at most
-    ``num_cpus / cpus_per_task`` items run at once. A line per finished item goes to stderr (unless ``quiet``).
-    Items that raise do not stop the others; afterwards ``FanOutError`` names each failed item (``label(item)``)
-    with its error and carries the results of the rest (labels should be unique). A task whose worker or node died
-    (not one whose item raised) is re-run up to ``retries`` times: expert training resumes from its last
-    checkpoint. ``fn``, ``items`` and results travel by (cloud)pickle: a module-level function of an installed
-    module is sent by reference, a lambda or closure by value with what it captures.
-    """
-    import ray
-
-    items = list(items)
-    if not items:
-        return []
-    names = [label(item) for item in items]
-    started = connect_ray(address, num_cpus)
-    try:
-        task = ray.remote(num_cpus=cpus_per_task, max_retries=retries)(fn)
-        index = {task.options(name=name).remote(item): i for i, (name, item) in enumerate(zip(names, items))}
-        results: list = [None] * len(items)
-        failures: dict[str, str] = {}
-        pending, start = list(index), time.monotonic()
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            i = index[done[0]]
-            try:
-                results[i] = ray.get(done[0])
-                outcome = "done"
-            except ray.exceptions.RayTaskError as e:   # the item's own exception, re-raised with Ray's wrapper
-                cause = e.cause if isinstance(e.cause, BaseException) else e
-                failures[names[i]] = one_line(cause)
-                outcome = f"FAILED ({failures[names[i]]})"
-            except ray.exceptions.RayError as e:       # the worker died (out of memory, node lost)
-                failures[names[i]] = one_line(e)
-                outcome = f"FAILED ({failures[names[i]]})"
-            if not quiet:
-                finished = len(items) - len(pending)
-                print(f"[{finished}/{len(items)}] {names[i]} {outcome} after {time.monotonic() - start:.0f} s",
-                      file=sys.stderr, flush=True)
-    finally:
-        if started:
-            ray.shutdown()
-    if failures:
-        raise FanOutError({n: failures[n] for n in names if n in failures}, results)
-    return results
 
 
 # -- training -----------------------------------------------------------------------------------------------------

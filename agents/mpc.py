@@ -1,0 +1,367 @@
+"""Tracking motion capture by planning with the simulator: sampling-based MPC on MuJoCo's own physics.
+
+Not in the seeds' learners: seed 000 §8.1 trains one RL expert per clip snippet (~10^9 steps each), which this
+machine cannot give. Tracking a clip is a planning problem with a perfect model at hand -- MuJoCo itself -- as in
+MuJoCo MPC's "Humanoid Track" task (predictive sampling / iLQG over a 0.6 s horizon). The NPMP pipeline uses these
+planners as its experts; seed 000 eqs 8.4-8.9 only need an expert that can be queried at any visited state.
+
+The controller (``TrackingPlanner``), at every control step t of a ``humanoid-track`` environment:
+1. reads the simulator's full physics state (``mj_getState``, mjSTATE_FULLPHYSICS) -- never the observation;
+2. parameterises the next ``horizon`` commands as the feed-forward servo targets of the reference (the clip's joint
+   angles of the next frame, envs/mocap/tracking.py ``feed_forward_actions``) plus a correction that is linear
+   between ``knots`` spline knots;
+3. samples ``candidates`` - 1 knot perturbations (Gaussian, std ``noise_std``) around the nominal knots and keeps the
+   nominal itself (predictive sampling, Howell et al. 2022); ``method="cem"`` refits the nominal to the mean of the
+   ``elites`` best over ``iterations`` rounds with a shrinking std (cross-entropy method, as hydrax);
+4. rolls every candidate out from the current state with ``mujoco.rollout`` (the environment's own step, run on
+   ``threads`` threads), holding each command for the control timestep's physics substeps;
+5. scores each candidate by the CoMic tracking reward it would earn (``comic_reward``: the exact terms of the
+   environment's reward, computed from the rolled-out states) summed over the horizon, where a step whose tracking
+   error exceeds the environment's termination threshold earns nothing for the rest of the horizon;
+6. executes the first command of the best plan and keeps the plan, shifted by one control step, as the next
+   nominal (warm start).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+import gymnasium as gym
+import mujoco
+import mujoco.rollout
+import numpy as np
+import torch
+
+from agents.config import ConfigError
+from agents.protocol import AgentBase
+from envs.mocap.tracking import TERMINATION_ERROR_THRESHOLD
+
+METHODS = ("ps", "cem")
+
+
+@dataclasses.dataclass(frozen=True)
+class MPCConfig:
+    horizon: int = 10          # control steps planned ahead (x 0.03 s)
+    knots: int = 4             # spline knots of the correction over the horizon
+    candidates: int = 32       # rollouts per iteration, the nominal included
+    noise_std: float = 0.1     # knot perturbation std, in servo-command units ([-1, 1] is the joint's range)
+    iterations: int = 1        # sampling rounds per control step
+    method: str = "ps"         # ps: keep the best; cem: refit to the elites' mean
+    elites: int = 8            # cem only
+    feedback_gain: float = 0.0  # commands add gain x (reference angle - joint angle), in servo-command units
+    threads: int = 0           # rollout threads; 0: one per core
+    root_position_weight: float = 0.0     # planner-only shaping: per metre of root position error ...
+    root_orientation_weight: float = 0.0   # ... and per radian of root orientation error, per step
+    seed: int = 0
+
+    def validate(self) -> None:
+        if self.method not in METHODS:
+            raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        for name in ("horizon", "knots", "candidates", "iterations", "elites"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.knots > self.horizon:
+            raise ConfigError(f"knots ({self.knots}) cannot exceed horizon ({self.horizon})")
+        if not self.noise_std >= 0:
+            raise ConfigError(f"noise_std must be >= 0, got {self.noise_std}")
+        if not (self.root_position_weight >= 0 and self.root_orientation_weight >= 0):
+            raise ConfigError("root_position_weight and root_orientation_weight must be >= 0")
+        if self.threads < 0:
+            raise ConfigError(f"threads must be >= 0, got {self.threads}")
+        if self.method == "cem" and self.elites >= self.candidates:
+            raise ConfigError(f"elites ({self.elites}) must be fewer than candidates ({self.candidates})")
+
+
+def interpolation_matrix(horizon: int, knots: int, shift: float = 0.0) -> np.ndarray:
+    """[horizon, knots] weights of a piecewise-linear spline through ``knots`` evenly spaced knots over the horizon,
+    evaluated at control steps k + shift (held constant beyond the last knot)."""
+    if knots == 1:
+        return np.ones((horizon, 1))
+    at = np.clip(np.arange(horizon) + shift, 0, horizon - 1) * (knots - 1) / max(horizon - 1, 1)
+    weights = np.zeros((horizon, knots))
+    left = np.minimum(np.floor(at).astype(int), knots - 2)
+    frac = at - left
+    weights[np.arange(horizon), left] = 1 - frac
+    weights[np.arange(horizon), left + 1] = frac
+    return weights
+
+
+def bounded_quat_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """dm_control's reference_pose.rewards.bounded_quat_dist without the trailing axis: 0.5 arccos(2 (a.b)^2 - 1)."""
+    a = a / np.linalg.norm(a, axis=-1, keepdims=True)
+    b = b / np.linalg.norm(b, axis=-1, keepdims=True)
+    return 0.5 * np.arccos(np.minimum(1.0, 2.0 * np.einsum("...i,...i", a, b) ** 2 - 1.0))
+
+
+def comic_reward(features: dict[str, np.ndarray], reference: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(reward, termination error) of envs/mocap/tracking.py's CoMic reward for batched walker features [..., ...]
+    against reference features of the same shape (dm_control reference_pose.rewards.comic_reward_fn and
+    tracking.MultiClipMocapTracking._compute_termination_error, batched)."""
+    joints_error = np.mean(np.abs(features["joints"] - reference["joints"]), axis=-1)
+    bodies_error = np.mean(np.abs(features["body_positions"] - reference["body_positions"]), axis=(-2, -1))
+    error = 0.5 * bodies_error + 0.5 * joints_error
+    termination = 1.0 - error / TERMINATION_ERROR_THRESHOLD
+
+    def squared(key, axes):
+        return np.sum((features[key] - reference[key]) ** 2, axis=axes)
+    com = 0.1 * np.exp(-10.0 * squared("center_of_mass", -1))
+    joints_velocity = np.exp(-0.1 * squared("joints_velocity", -1))
+    appendages = 0.15 * np.exp(-40.0 * squared("appendages", (-2, -1)))
+    quats = bounded_quat_distance(features["body_quaternions"], reference["body_quaternions"])
+    body_quaternions = 0.65 * np.exp(-2.0 * np.sum(quats ** 2, axis=-1))
+    return 0.5 * termination + 0.5 * (com + joints_velocity + appendages + body_quaternions), error
+
+
+class WalkerFeatures:
+    """dm_control's reference_pose.utils.get_features (the quantities the CoMic reward compares) for many
+    physics states at once: kinematics on a scratch MjData per state. Index arrays come from the walker's bindings,
+    so the features line up with the reference's."""
+
+    def __init__(self, physics, walker):
+        self.model = physics.model.ptr
+        self.data = mujoco.MjData(self.model)
+        bind = physics.bind
+        self.joint_qpos = np.asarray(bind(walker.mocap_joints).qposadr).ravel()
+        self.joint_dof = np.asarray(bind(walker.mocap_joints).dofadr).ravel()
+        self.bodies = np.asarray(bind(walker.mocap_tracking_bodies).element_id)
+        self.root = int(bind(walker.root_body).element_id)
+        self.appendages = np.asarray(bind(tuple(walker.end_effectors) + (walker.head,)).element_id)
+        self.nq, self.nv = self.model.nq, self.model.nv
+
+    def __call__(self, qpos: np.ndarray, qvel: np.ndarray) -> dict[str, np.ndarray]:
+        """Features of states qpos [N, nq], qvel [N, nv]."""
+        n = len(qpos)
+        out = {"joints": qpos[:, self.joint_qpos], "joints_velocity": qvel[:, self.joint_dof],
+               "position": np.empty((n, 3)), "quaternion": np.empty((n, 4)),
+               "body_positions": np.empty((n, len(self.bodies), 3)),
+               "body_quaternions": np.empty((n, len(self.bodies), 4)),
+               "center_of_mass": np.empty((n, 3)), "appendages": np.empty((n, len(self.appendages), 3))}
+        model, data = self.model, self.data
+        for i in range(n):
+            data.qpos[:] = qpos[i]
+            mujoco.mj_kinematics(model, data)
+            mujoco.mj_comPos(model, data)
+            out["body_positions"][i] = data.xpos[self.bodies]
+            out["body_quaternions"][i] = data.xquat[self.bodies]
+            out["center_of_mass"][i] = data.subtree_com[self.root]
+            out["position"][i], out["quaternion"][i] = data.xpos[self.root], data.xquat[self.root]
+            out["appendages"][i] = (data.xpos[self.appendages] - data.xpos[self.root]) @ \
+                data.xmat[self.root].reshape(3, 3)
+        return out
+
+
+REFERENCE_KEYS = ("joints", "joints_velocity", "body_positions", "body_quaternions", "center_of_mass",
+                  "appendages", "position", "quaternion")
+
+
+@dataclasses.dataclass
+class PlanInfo:
+    predicted_return: float     # the chosen plan's summed CoMic reward over the horizon
+    nominal_return: float       # the warm-started nominal's (before sampling)
+    seconds: float              # wall time of this control step's planning
+
+
+class TrackingPlanner:
+    """Sampling MPC for one ``humanoid-track`` environment (envs/mocap/tracking.py ``TrackingEnv``).
+
+    ``act()`` plans from the environment's current simulator state and returns the walker's command (what
+    ``env.step`` takes; the tracking env's actions are the servo commands in [-1, 1]). ``reset()`` forgets the
+    warm start (call it at every episode start)."""
+
+    def __init__(self, env, config: MPCConfig = MPCConfig()):
+        config.validate()
+        self.env, self.config = env, config
+        physics = env.physics   # read again at every step: a reset with a seed rebuilds the environment
+        self.model = physics.model.ptr
+        self.substeps = int(round(env.control_timestep / self.model.opt.timestep))
+        self.features = WalkerFeatures(physics, env.walker)
+        self.actuators = np.asarray(physics.bind(env.walker.actuators).element_id)
+        joints = [actuator.joint for actuator in env.walker.actuators]
+        self.actuator_qpos = 1 + np.asarray(physics.bind(joints).qposadr).ravel()   # in the full state
+        self.joint_low, self.joint_high = np.asarray(physics.bind(joints).range).T
+        self.rng = np.random.default_rng(config.seed)
+        self.threads = config.threads or os.cpu_count() or 1
+        self.pool = mujoco.rollout.Rollout(nthread=self.threads if self.threads > 1 else 0)
+        self.datas = [mujoco.MjData(self.model) for _ in range(self.threads)]
+        self.weights = interpolation_matrix(config.horizon, config.knots)
+        shifted = interpolation_matrix(config.horizon, config.knots, shift=1.0)
+        self.shift = np.linalg.pinv(self.weights) @ shifted   # knots -> knots of the plan one step later
+        self.nominal = np.zeros((config.knots, len(self.actuators)))
+        self.last_info: PlanInfo | None = None
+
+    def reset(self) -> None:
+        self.nominal[:] = 0.0
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def _reference(self, frames: np.ndarray) -> dict[str, np.ndarray]:
+        reference = self.env.clip_reference()
+        return {k: reference[k][frames] for k in REFERENCE_KEYS}
+
+    def _score(self, states: np.ndarray, reference: dict[str, np.ndarray]) -> np.ndarray:
+        """Summed CoMic reward over the horizon of rolled-out states [N, horizon, state]; zero after the first
+        step whose tracking error would terminate the episode."""
+        n, horizon = states.shape[:2]
+        flat = states.reshape(n * horizon, -1)
+        qpos = flat[:, 1:1 + self.model.nq]          # mjSTATE_FULLPHYSICS = time, qpos, qvel, act, ...
+        qvel = flat[:, 1 + self.model.nq:1 + self.model.nq + self.model.nv]
+        features = {k: v.reshape(n, horizon, *v.shape[1:]) for k, v in self.features(qpos, qvel).items()}
+        reference = {k: v[None] for k, v in reference.items()}
+        reward, error = comic_reward(features, reference)
+        cfg = self.config
+        shaping = cfg.root_position_weight * np.linalg.norm(features["position"] - reference["position"], axis=-1) \
+            + cfg.root_orientation_weight * 2.0 * bounded_quat_distance(features["quaternion"], reference["quaternion"])
+        alive = np.cumprod(error <= TERMINATION_ERROR_THRESHOLD, axis=1)
+        return np.sum(reward * alive - shaping, axis=1)
+
+    def _servo_commands(self, states: np.ndarray) -> np.ndarray:
+        """The servo commands that would hold each actuated joint where it is, for full states [N, state]."""
+        angles = states[:, self.actuator_qpos]
+        return 2.0 * (angles - self.joint_low) / (self.joint_high - self.joint_low) - 1.0
+
+    def _commands(self, plan: np.ndarray, states: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """Planned commands [N, actuators] plus the feedback towards the reference's servo targets."""
+        if self.config.feedback_gain:
+            plan = plan + self.config.feedback_gain * (targets - self._servo_commands(states))
+        return np.clip(plan, -1.0, 1.0)
+
+    def _rollout(self, state: np.ndarray, plans: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """States at the end of every control step [N, horizon, state] for planned commands [N, horizon,
+        actuators]; ``targets`` [horizon, actuators] are the current frames' servo targets the feedback uses.
+        Without feedback the whole horizon is one rollout call; with it, one call per control step."""
+        n, horizon = plans.shape[:2]
+        starts = np.repeat(state[None], n, axis=0)
+        control = np.zeros((n, horizon * self.substeps, self.model.nu))
+        if not self.config.feedback_gain:
+            control[:, :, self.actuators] = np.repeat(np.clip(plans, -1.0, 1.0), self.substeps, axis=1)
+            states, _ = self.pool.rollout(self.model, self.datas, starts, control)
+            return states[:, self.substeps - 1::self.substeps]
+        out = np.empty((n, horizon, len(state)))
+        for k in range(horizon):
+            step = control[:, :self.substeps]
+            step[:, :, self.actuators] = self._commands(plans[:, k], starts, targets[k])[:, None]
+            states, _ = self.pool.rollout(self.model, self.datas, starts, step)
+            starts = out[:, k] = states[:, -1]
+        return out
+
+    def act(self) -> np.ndarray:
+        start = time.perf_counter()
+        cfg = self.config
+        state = np.empty(mujoco.mj_stateSize(self.model, mujoco.mjtState.mjSTATE_FULLPHYSICS))
+        mujoco.mj_getState(self.model, self.env.physics.data.ptr, state, mujoco.mjtState.mjSTATE_FULLPHYSICS)
+        t = self.env.time_step
+        last = len(self.env.clip_reference()["joints"]) - 1
+        frames = np.minimum(np.arange(t + 1, t + 1 + cfg.horizon), last)
+        reference = self._reference(frames)
+        all_targets = self.env.feed_forward_actions()
+        feed_forward = all_targets[frames]                                         # [horizon, actuators]
+        targets = all_targets[frames - 1]   # the frame each control step starts from (the feedback's target)
+
+        nominal = self.shift @ self.nominal
+        std = cfg.noise_std
+        best_knots, best_score, nominal_score = nominal, -np.inf, None
+        for _ in range(cfg.iterations):
+            noise = self.rng.standard_normal((cfg.candidates - 1, *nominal.shape)) * std
+            knots = np.concatenate([nominal[None], nominal[None] + noise])      # [N, knots, actuators]
+            plans = feed_forward[None] + np.einsum("hk,nka->nha", self.weights, knots)
+            scores = self._score(self._rollout(state, plans, targets), reference)
+            if nominal_score is None:
+                nominal_score = float(scores[0])
+            order = np.argsort(-scores)
+            if scores[order[0]] > best_score:
+                best_knots, best_score = knots[order[0]], float(scores[order[0]])
+            if cfg.method == "cem":
+                nominal = knots[order[:cfg.elites]].mean(axis=0)
+                std = max(0.5 * std, float(knots[order[:cfg.elites]].std(axis=0).mean()))
+            else:
+                nominal = best_knots
+        self.nominal = best_knots
+        command = self._commands((feed_forward[0] + self.weights[0] @ best_knots)[None], state[None], targets[0])[0]
+        self.last_info = PlanInfo(best_score, nominal_score, time.perf_counter() - start)
+        return command.astype(np.float32)
+
+
+# -- the planner as an agent of the run loop (``train.py --agent mpc``) -------------------------------------------
+
+
+class PlannedTrackingEnv(gym.Wrapper):
+    """A tracking environment that the planner drives: every ``step`` plans from the simulator's state and executes
+    the plan's first command. The planner lives with the simulator it plans on -- in whichever process the run
+    loop steps the environment (agents/vector.py workers included) -- so the action the loop passes is not used.
+    ``info`` carries the planner's numbers; at an episode's end ``episode_metrics`` holds its mean planning time per
+    control step and the steps it tracked, which the loop writes to TensorBoard."""
+
+    def __init__(self, env, config: MPCConfig):
+        super().__init__(env)
+        self.planner = TrackingPlanner(env, config)
+        self._seconds = self._steps = 0.0
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.planner.reset()
+        self._seconds = self._steps = 0
+        return obs, info
+
+    def step(self, action):
+        command = self.planner.act()
+        obs, reward, terminated, truncated, info = self.env.step(command)
+        plan = self.planner.last_info
+        self._seconds += plan.seconds
+        self._steps += 1
+        info = {**info, "planning_seconds": plan.seconds, "predicted_return": plan.predicted_return}
+        if terminated or truncated:
+            info["fell"] = bool(terminated)
+            info["episode_metrics"] = {"mpc/seconds_per_control_step": self._seconds / self._steps,
+                                       "mpc/steps_tracked": float(self._steps)}
+        return obs, reward, terminated, truncated, info
+
+    def close(self):
+        self.planner.close()
+        super().close()
+
+
+@dataclasses.dataclass(frozen=True)
+class MPCAgentConfig(MPCConfig):
+    # the run loop's replay settings; the planner does not learn, so nothing is ever sampled from it
+    replay_capacity: int = 1000
+    sequence_length: int = 1
+    learning_starts: int = 0
+    update_every: int = 1
+    updates_per_step: int = 1
+    batch_size: int = 1
+
+
+class MPCAgent(AgentBase):
+    """``--agent mpc``: tracking a ``humanoid-track:<snippet>`` clip by planning (``PlannedTrackingEnv``); it
+    learns nothing, so it has no updates and an empty state."""
+
+    Config = MPCAgentConfig
+    learns = False
+
+    def __init__(self, observation_space, action_space, config: MPCAgentConfig, device):
+        config.validate()
+        self.config, self.updates = config, 0
+        self.action_dim = int(action_space.shape[0])
+
+    @staticmethod
+    def wrap_env(env, config: MPCAgentConfig, device):
+        from envs.mocap.tracking import TrackingEnv
+
+        if not isinstance(env, TrackingEnv):
+            raise ConfigError("mpc tracks motion capture by planning with its simulator: use "
+                              "--env humanoid-track:<snippet> (see `train.py --list`)")
+        return PlannedTrackingEnv(env, config)
+
+    def act(self, obs, deterministic: bool = False):
+        return np.zeros(self.action_dim, np.float32), 0.0   # unused: the planner acts inside the environment
+
+    def update(self, batch) -> dict:
+        return {}
+
+    def state_dict(self) -> dict:
+        return {"updates": torch.tensor(self.updates)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.updates = int(state["updates"])

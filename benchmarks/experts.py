@@ -1,0 +1,198 @@
+"""Tracking experts, measured in absolute terms: the MPC planner (agents/mpc.py) on every snippet, from its first frame.
+
+Per snippet, both controllers run from the snippet's first frame (the reference pose and velocity) until the
+episode ends -- by termination (the tracking error passed the env's threshold: the walker fell or drifted away) or by
+reaching the snippet's end:
+- ``mpc``: the planner, deterministic for a given ``seed``;
+- ``feed_forward``: the servos commanded to the reference's next-frame joint angles (what the planner starts from).
+Each records ``steps_tracked`` (steps before the episode ended), ``tracked_to_end``, ``return``, ``reward_per_step``
+and ``relative_return`` = return / (``MAX_COMIC_REWARD`` x ``full_steps``), the return of kinematic playback (a
+perfect tracker earns 1.45 per step; ``full_steps`` is the episode length when never terminated). The planner also
+records ``seconds_per_control_step`` (wall time per planning step on ``cores`` threads; ``cores`` = the rollout
+threads of one planner) and its predicted return per step.
+
+Targets (issue 13) over the shipped snippets and their mirrors: >= 90 % tracked to the end; median relative return
+>= 0.7. ``summary`` reports them; ``missing`` lists snippets not run yet.
+
+Resumable: benchmarks/results/experts.json is rewritten after every snippet; a rerun with the same planner settings
+runs only the snippets still missing (``--hours`` stops starting new ones after that long). Changing a planner
+setting (``--set``) starts a new table.
+
+    python benchmarks/experts.py --workers 2 --hours 1.5      # the shipped snippets and mirrors, two at a time
+    python benchmarks/experts.py --snippets 07_01-0 09_01-0   # a few
+    python benchmarks/experts.py --report                      # the table of what has been measured
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.runs import fail, run_pool, write_json  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results" / "experts.json"
+TRACKED_TARGET, RELATIVE_TARGET = 0.9, 0.7
+
+
+def run_controller(env, act) -> dict:
+    """Run one episode of ``env`` (already built with clip_start) with ``act() -> command``."""
+    env.reset(seed=0)
+    steps, total = 0, 0.0
+    while True:
+        _, reward, terminated, truncated, _ = env.step(act())
+        steps, total = steps + 1, total + reward
+        if terminated or truncated:
+            return {"steps_tracked": steps, "tracked_to_end": not terminated, "return": total,
+                    "reward_per_step": total / steps}
+
+
+def measure(args: tuple) -> tuple[str, dict]:
+    """(snippet, record) for one snippet; runs in a worker process with one planner thread."""
+    snippet, settings = args
+    import numpy as np
+
+    import envs
+    from agents.mpc import MPCConfig, TrackingPlanner
+    from envs.mocap.tracking import MAX_COMIC_REWARD
+    from priors.npmp.experts import reference_score
+
+    reference = reference_score(snippet)
+    scale = MAX_COMIC_REWARD * reference["full_steps"]
+    env = envs.make(f"humanoid-track:{snippet}", seed=0, clip_start=True)
+    feed_forward = run_controller(env, env.reference_action)
+    config = MPCConfig(**settings)
+    planner = TrackingPlanner(env, config)
+    seconds, predicted = [], []
+
+    def plan():
+        command = planner.act()
+        seconds.append(planner.last_info.seconds)
+        predicted.append(planner.last_info.predicted_return / config.horizon)
+        return command
+
+    planner.reset()
+    mpc = run_controller(env, plan)
+    planner.close()
+    env.close()
+    for record in (mpc, feed_forward):
+        record["relative_return"] = record["return"] / scale
+    mpc.update(seconds_per_control_step=float(np.mean(seconds)), cores=planner.threads,
+               predicted_reward_per_step=float(np.mean(predicted)))
+    return snippet, {"frames": reference["full_steps"] + 6, "full_steps": reference["full_steps"], "mpc": mpc,
+                     "feed_forward": feed_forward}
+
+
+def summarise(table: dict[str, dict]) -> dict:
+    if not table:
+        return {}
+
+    def stats(key):
+        rows = [r[key] for r in table.values()]
+        return {"tracked_to_end": sum(r["tracked_to_end"] for r in rows) / len(rows),
+                "median_relative_return": statistics.median(r["relative_return"] for r in rows),
+                "median_steps_tracked_fraction": statistics.median(
+                    r["steps_tracked"] / t["full_steps"] for r, t in zip(rows, table.values())),
+                "mean_reward_per_step": statistics.fmean(r["reward_per_step"] for r in rows)}
+    mpc = stats("mpc")
+    return {"snippets": len(table), "mpc": mpc, "feed_forward": stats("feed_forward"),
+            "mpc_beats_feed_forward": sum(r["mpc"]["return"] > r["feed_forward"]["return"] for r in table.values()),
+            "seconds_per_control_step": statistics.fmean(r["mpc"]["seconds_per_control_step"]
+                                                         for r in table.values()),
+            "targets": {"tracked_to_end >= 0.9": mpc["tracked_to_end"] >= TRACKED_TARGET,
+                        "median_relative_return >= 0.7": mpc["median_relative_return"] >= RELATIVE_TARGET}}
+
+
+def report(result: dict) -> str:
+    lines = [f"| snippet | steps | MPC tracked | MPC reward/step | MPC relative | feed-forward tracked | "
+             f"feed-forward relative | s / control step |", "|---|---|---|---|---|---|---|---|"]
+    for sid, r in sorted(result["snippets"].items()):
+        m, f = r["mpc"], r["feed_forward"]
+        lines.append(f"| {sid} | {r['full_steps']} | {m['steps_tracked']} | {m['reward_per_step']:.2f} | "
+                     f"{m['relative_return']:.2f} | {f['steps_tracked']} | {f['relative_return']:.2f} | "
+                     f"{m['seconds_per_control_step']:.2f} |")
+    s = result.get("summary", {})
+    if s:
+        lines.append("")
+        lines.append(f"{s['snippets']} snippets: MPC tracked to the end {s['mpc']['tracked_to_end']:.0%} "
+                     f"(feed-forward {s['feed_forward']['tracked_to_end']:.0%}), median relative return "
+                     f"{s['mpc']['median_relative_return']:.2f} (feed-forward "
+                     f"{s['feed_forward']['median_relative_return']:.2f}), MPC above feed-forward on "
+                     f"{s['mpc_beats_feed_forward']}; {s['seconds_per_control_step']:.2f} s per control step.")
+    if result.get("missing"):
+        lines.append(f"Not measured yet: {', '.join(result['missing'])}.")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--snippets", nargs="*", help="snippet ids (default: every snippet of the shipped data)")
+    p.add_argument("--workers", type=int, default=2, help="snippets planned at once (one core each)")
+    p.add_argument("--hours", type=float, help="start no new snippet after this long")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="planner setting (MPCConfig)")
+    p.add_argument("--results", type=Path, default=RESULTS)
+    p.add_argument("--report", action="store_true", help="print the table of the results file and exit")
+    args = p.parse_args(argv)
+
+    from agents.config import ConfigError, apply_overrides
+    from agents.mpc import MPCConfig
+    from envs.mocap.tracking import snippet_ids
+
+    if args.report:
+        if not args.results.is_file():
+            fail(f"no results at {args.results}; run the benchmark first")
+        print(report(json.loads(args.results.read_text())))
+        return 0
+    if args.workers < 1:
+        fail(f"--workers must be at least 1, got {args.workers}")
+    try:
+        overrides = dict(pair.split("=", 1) for pair in args.set)
+        config = apply_overrides(MPCConfig(threads=1), overrides)
+        config.validate()
+    except ValueError as e:   # ConfigError, or a --set without "="
+        fail(f"--set: {e}" if not isinstance(e, ConfigError) else str(e))
+    available = snippet_ids()
+    snippets = args.snippets or available
+    unknown = [s for s in snippets if s not in available]
+    if unknown:
+        fail(f"unknown snippet(s) {', '.join(unknown)}; snippets are {', '.join(available[:4])}, ... "
+             f"({len(available)} in all)")
+    settings = dataclasses.asdict(config)
+    old = json.loads(args.results.read_text()) if args.results.is_file() else {}
+    table = old.get("snippets", {}) if old.get("planner") == settings else {}
+    result = {"command": "python benchmarks/experts.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+              "date": datetime.date.today().isoformat(), "planner": settings, "snippets": table}
+
+    def save():
+        result["snippets"] = dict(sorted(table.items()))
+        result["summary"] = summarise(table)
+        result["missing"] = [s for s in snippets if s not in table]
+        write_json(args.results, result)
+
+    def on_result(item):
+        snippet, record = item
+        table[snippet] = record
+        save()
+        m, f = record["mpc"], record["feed_forward"]
+        print(f"{snippet}: MPC {m['steps_tracked']}/{record['full_steps']} steps, {m['reward_per_step']:.2f} per step "
+              f"(feed-forward {f['steps_tracked']}, {f['reward_per_step']:.2f}); "
+              f"{m['seconds_per_control_step']:.2f} s per control step", flush=True)
+
+    todo = [(s, settings) for s in snippets if s not in table]
+    print(f"{len(todo)} snippets to plan ({len(snippets) - len(todo)} already measured)", flush=True)
+    run_pool(measure, todo, args.workers, args.hours, on_result, "experts")
+    save()
+    print(report(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,96 @@
+"""The tracking planner (agents/mpc.py): its model of the environment is the environment, its score is the env's
+reward, and planning tracks a clip longer than the feed-forward controller it starts from."""
+import mujoco
+import numpy as np
+import pytest
+
+import envs
+from agents.mpc import (REFERENCE_KEYS, MPCConfig, PlannedTrackingEnv, TrackingPlanner, comic_reward,
+                        interpolation_matrix)
+from agents.config import ConfigError
+from tests.test_cli import assert_one_line_error, scalars
+
+SNIPPET = "09_01-0"   # a 1.2 s run: the feed-forward controller alone falls after 18 of its 35 steps
+
+
+def full_state(model, data) -> np.ndarray:
+    state = np.empty(mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_FULLPHYSICS))
+    mujoco.mj_getState(model, data, state, mujoco.mjtState.mjSTATE_FULLPHYSICS)
+    return state
+
+
+@pytest.fixture
+def env():
+    env = envs.make(f"humanoid-track:{SNIPPET}", seed=0, clip_start=True)
+    env.reset(seed=0)
+    yield env
+    env.close()
+
+
+def test_rollout_and_score_reproduce_the_environment(env):
+    planner = TrackingPlanner(env, MPCConfig(candidates=2, threads=1))
+    model, nq, nv = planner.model, planner.model.nq, planner.model.nv
+    for _ in range(4):
+        t = env.time_step
+        command = env.feed_forward_actions()[t + 1] + 0.05 * np.sin(np.arange(56))
+        predicted = planner._rollout(full_state(model, env.physics.data.ptr), command[None, None],
+                                     env.feed_forward_actions()[[t]])[0, 0]
+        _, reward, *_ = env.step(command)
+        actual = full_state(model, env.physics.data.ptr)
+        np.testing.assert_allclose(predicted, actual, atol=1e-4)   # MuJoCo's warm start differs, nothing else
+        features = planner.features(actual[None, 1:1 + nq], actual[None, 1 + nq:1 + nq + nv])
+        reference = {k: env.clip_reference()[k][[t + 1]] for k in REFERENCE_KEYS}
+        mine, error = comic_reward(features, reference)
+        assert mine[0] == pytest.approx(reward, abs=1e-6)
+        assert error[0] == pytest.approx(env._env.task._termination_error, abs=1e-9)
+
+
+def test_interpolation_and_warm_start_shift():
+    weights = interpolation_matrix(10, 4)
+    np.testing.assert_allclose(weights.sum(axis=1), 1.0)
+    np.testing.assert_allclose(weights[0], [1, 0, 0, 0])
+    np.testing.assert_allclose(weights[-1], [0, 0, 0, 1])
+    shift = np.linalg.pinv(weights) @ interpolation_matrix(10, 4, shift=1.0)
+    np.testing.assert_allclose(shift @ np.ones((4, 3)), np.ones((4, 3)), atol=1e-12)   # a constant plan stays
+    # the warm start is the least-squares fit of the plan one step later: its residual is orthogonal to the spline
+    knots = np.random.default_rng(0).normal(size=(4, 3))
+    residual = weights @ (shift @ knots) - interpolation_matrix(10, 4, shift=1.0) @ knots
+    np.testing.assert_allclose(weights.T @ residual, 0.0, atol=1e-10)
+    np.testing.assert_allclose(interpolation_matrix(5, 1), np.ones((5, 1)))
+
+
+@pytest.mark.parametrize("bad", [{"method": "mppi"}, {"horizon": 0}, {"knots": 11, "horizon": 10},
+                                 {"noise_std": float("nan")}, {"method": "cem", "elites": 40}])
+def test_bad_settings(bad):
+    with pytest.raises(ConfigError):
+        MPCConfig(**bad).validate()
+
+
+def run_episode(env, act) -> tuple[int, float]:
+    obs, _ = env.reset(seed=0)
+    steps, total = 0, 0.0
+    while True:
+        obs, reward, terminated, truncated, _ = env.step(act())
+        steps, total = steps + 1, total + reward
+        if terminated or truncated:
+            return steps, total
+
+
+def test_planning_tracks_longer_than_the_feed_forward_controller(env):
+    ff_steps, ff_return = run_episode(env, env.reference_action)
+    planned = PlannedTrackingEnv(env, MPCConfig(seed=0))
+    steps, total = run_episode(planned, lambda: None)
+    assert steps > ff_steps + 5 and total > ff_return, (steps, ff_steps, total, ff_return)
+
+
+def test_train_mpc_logs_tracking_and_rejects_other_envs(cli, tmp_path):
+    run_dir = tmp_path / "mpc"
+    result = cli("--env", f"humanoid-track:{SNIPPET}", "--agent", "mpc", "--steps", "20", "--logdir", run_dir,
+                 "--eval-every", "20", "--eval-episodes", "1", "--set", "horizon=4", "--set", "knots=2",
+                 "--set", "candidates=4")
+    assert result.returncode == 0, result.stderr
+    tags = scalars(run_dir)
+    assert "eval/return" in tags and tags["eval/return"][-1][1] > 0
+    assert_one_line_error(cli("--env", "cartpole-swingup", "--agent", "mpc", "--steps", "10",
+                              "--logdir", tmp_path / "bad"), "humanoid-track")
+    assert not (tmp_path / "bad").exists()
