@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import time
 from pathlib import Path
 
 
@@ -59,56 +58,18 @@ def print_list() -> None:
             print(f"      {f.name} = {f.default!r}")
 
 
-def split_overrides(pairs: list[str]) -> dict[str, str]:
-    from agents.config import ConfigError
-
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set expects KEY=VALUE, got {pair!r}")
-        out[key.strip()] = value.strip()
-    return out
-
-
 def build(args: argparse.Namespace):
-    import agents
-    from agents.config import ConfigError, apply_overrides
-    from agents.loop import RunConfig, load_run_config
-    from agents import checkpoint
+    """(run config, agent config, checkpoint to resume from or None) for parsed flags (agents.loop.build_run)."""
+    from agents.config import split_overrides
+    from agents.loop import build_run
 
-    overrides = split_overrides(args.overrides)
     flags = {"env": args.env, "agent": args.agent, "steps": args.steps, "seed": args.seed,
              "action_repeat": args.action_repeat, "device": args.device, "eval_every": args.eval_every,
              "eval_episodes": args.eval_episodes, "video_every": args.video_every,
              "checkpoint_every": args.checkpoint_every, "num_envs": args.num_envs, "actors": args.actors,
              "address": args.address}
-    flags = {k: v for k, v in flags.items() if v is not None}
-    if args.resume:
-        run, agent_config = load_run_config(Path(args.resume))
-        changed = [k for k in ("env", "agent", "seed", "action_repeat") if k in flags and flags[k] != getattr(run, k)]
-        if changed or overrides:
-            raise ConfigError(f"--resume continues the saved run; it cannot change {changed or list(overrides)} "
-                              "(start a new run with --logdir instead)")
-        changeable = {k: v for k, v in flags.items() if k not in ("env", "agent", "seed", "action_repeat")}
-        # the run lives where it is now, even if it was moved or resumed from another working directory
-        run = dataclasses.replace(run, **changeable, logdir=str(Path(args.resume)))
-        return run, agent_config, checkpoint.latest(Path(args.resume) / "checkpoints")
-    if not args.env or not args.agent:
-        raise ConfigError("--env and --agent are required (or --resume RUN_DIR); see --list")
-    run_fields = {f.name for f in dataclasses.fields(RunConfig)}
-    run_overrides = {k: v for k, v in overrides.items() if k in run_fields}
-    agent_overrides = {k: v for k, v in overrides.items() if k not in run_fields}
-    agent_config = agents.resolve_config(args.agent, agent_overrides)
-    logdir = args.logdir or f"runs/{args.env}-{args.agent}-{flags.get('seed', 0)}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run = apply_overrides(RunConfig(**flags, logdir=logdir), run_overrides)
-    if any((Path(run.logdir) / name).exists() for name in ("checkpoints", "config.json")):
-        raise ConfigError(f"{run.logdir} already holds a run; continue it with --resume {run.logdir} "
-                          "or pick another --logdir")
-    import envs
-
-    envs.make(run.env, seed=0).close()  # fail fast on a bad name or an unbuildable env, before any run directory
-    return run, agent_config, None
+    return build_run({k: v for k, v in flags.items() if v is not None}, split_overrides(args.overrides),
+                     resume=Path(args.resume) if args.resume else None, logdir=args.logdir)
 
 
 def main(argv=None) -> int:

@@ -89,3 +89,14 @@ def from_dict(cls, data: dict):
     values = {k: tuple(v) if isinstance(v, list) and typing.get_origin(hints[k]) in (tuple, list) else v
               for k, v in data.items()}
     return cls(**values)
+
+
+def split_overrides(pairs: list[str]) -> dict[str, str]:
+    """``["key=value", ...]`` (train.py's ``--set``) -> ``{"key": "value"}``; one ConfigError for a malformed pair."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got {pair!r}")
+        out[key.strip()] = value.strip()
+    return out

@@ -23,7 +23,7 @@ from tqdm import tqdm
 import agents
 import envs
 from agents import checkpoint
-from agents.config import ConfigError, from_dict
+from agents.config import ConfigError, apply_overrides, from_dict
 from agents.observations import ObsLayout
 from agents.protocol import Agent, TrainingDiverged
 from agents.replay import SequenceReplay
@@ -330,6 +330,37 @@ class Trainer:
         writer.close()
         return {"env_steps": self.env_steps, "episodes": self.episodes, "eval_return": eval_return,
                 "last_train_return": last_return}
+
+
+def build_run(flags: dict, overrides: dict[str, str], resume: Path | None = None, logdir: str | None = None):
+    """(run config, agent config, checkpoint to resume from or None): what ``train.py`` and the pipelines build runs
+    with. ``flags`` are RunConfig fields (env, agent, steps, seed, ...); ``overrides`` are ``--set`` pairs, run
+    fields and agent fields alike. ``resume`` continues a saved run: only its steps, device, schedule and actor
+    settings may change. A new run checks its environment builds and that ``logdir`` holds no other run, before
+    anything is written."""
+    if resume is not None:
+        run, agent_config = load_run_config(resume)
+        changed = [k for k in ("env", "agent", "seed", "action_repeat") if k in flags and flags[k] != getattr(run, k)]
+        if changed or overrides:
+            raise ConfigError(f"--resume continues the saved run; it cannot change {changed or list(overrides)} "
+                              "(start a new run with --logdir instead)")
+        changeable = {k: v for k, v in flags.items() if k not in ("env", "agent", "seed", "action_repeat")}
+        # the run lives where it is now, even if it was moved or resumed from another working directory
+        run = dataclasses.replace(run, **changeable, logdir=str(resume))
+        return run, agent_config, checkpoint.latest(resume / "checkpoints")
+    if not flags.get("env") or not flags.get("agent"):
+        raise ConfigError("--env and --agent are required (or --resume RUN_DIR); see --list")
+    run_fields = {f.name for f in dataclasses.fields(RunConfig)}
+    run_overrides = {k: v for k, v in overrides.items() if k in run_fields}
+    agent_overrides = {k: v for k, v in overrides.items() if k not in run_fields}
+    agent_config = agents.resolve_config(flags["agent"], agent_overrides)
+    logdir = logdir or f"runs/{flags['env']}-{flags['agent']}-{flags.get('seed', 0)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run = apply_overrides(RunConfig(**flags, logdir=logdir), run_overrides)
+    if any((Path(run.logdir) / name).exists() for name in ("checkpoints", "config.json")):
+        raise ConfigError(f"{run.logdir} already holds a run; continue it with --resume {run.logdir} "
+                          "or pick another --logdir")
+    envs.make(run.env, seed=0).close()  # fail fast on a bad name or an unbuildable env, before any run directory
+    return run, agent_config, None
 
 
 def load_run_config(run_dir: Path) -> tuple[RunConfig, object]:

@@ -42,14 +42,14 @@ METHODS = ("ps", "cem")
 
 @dataclasses.dataclass(frozen=True)
 class MPCConfig:
-    horizon: int = 10          # control steps planned ahead (x 0.03 s)
-    knots: int = 4             # spline knots of the correction over the horizon
+    horizon: int = 20          # control steps planned ahead (x 0.03 s = 0.6 s, MuJoCo MPC's Humanoid Track)
+    knots: int = 2             # spline knots of the correction over the horizon
     candidates: int = 32       # rollouts per iteration, the nominal included
     noise_std: float = 0.1     # knot perturbation std, in servo-command units ([-1, 1] is the joint's range)
-    iterations: int = 1        # sampling rounds per control step
-    method: str = "ps"         # ps: keep the best; cem: refit to the elites' mean
-    elites: int = 8            # cem only
-    feedback_gain: float = 0.0  # commands add gain x (reference angle - joint angle), in servo-command units
+    iterations: int = 3        # sampling rounds per control step
+    method: str = "cem"        # ps: keep the best; cem: refit to the elites' mean
+    elites: int = 6            # cem only
+    feedback_gain: float = 2.0  # commands add gain x (reference angle - joint angle), in servo-command units
     threads: int = 0           # rollout threads; 0: one per core
     root_position_weight: float = 0.0     # planner-only shaping: per metre of root position error ...
     root_orientation_weight: float = 0.0   # ... and per radian of root orientation error, per step
@@ -63,8 +63,8 @@ class MPCConfig:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.knots > self.horizon:
             raise ConfigError(f"knots ({self.knots}) cannot exceed horizon ({self.horizon})")
-        if not self.noise_std >= 0:
-            raise ConfigError(f"noise_std must be >= 0, got {self.noise_std}")
+        if not (self.noise_std >= 0 and self.feedback_gain >= 0):
+            raise ConfigError(f"noise_std and feedback_gain must be >= 0, got {self.noise_std}, {self.feedback_gain}")
         if not (self.root_position_weight >= 0 and self.root_orientation_weight >= 0):
             raise ConfigError("root_position_weight and root_orientation_weight must be >= 0")
         if self.threads < 0:
@@ -180,6 +180,7 @@ class TrackingPlanner:
         joints = [actuator.joint for actuator in env.walker.actuators]
         self.actuator_qpos = 1 + np.asarray(physics.bind(joints).qposadr).ravel()   # in the full state
         self.joint_low, self.joint_high = np.asarray(physics.bind(joints).range).T
+
         self.rng = np.random.default_rng(config.seed)
         self.threads = config.threads or os.cpu_count() or 1
         self.pool = mujoco.rollout.Rollout(nthread=self.threads if self.threads > 1 else 0)
@@ -221,28 +222,27 @@ class TrackingPlanner:
         angles = states[:, self.actuator_qpos]
         return 2.0 * (angles - self.joint_low) / (self.joint_high - self.joint_low) - 1.0
 
-    def _commands(self, plan: np.ndarray, states: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """Planned commands [N, actuators] plus the feedback towards the reference's servo targets."""
+    def _base_commands(self, states: np.ndarray, frame: int) -> np.ndarray:
+        """The controller the plan corrects, at states [N, state] that should be at reference ``frame``."""
+        targets = self.env.feed_forward_actions()
+        last = len(targets) - 1
+        commands = targets[min(frame + 1, last)][None].astype(np.float64)
         if self.config.feedback_gain:
-            plan = plan + self.config.feedback_gain * (targets - self._servo_commands(states))
-        return np.clip(plan, -1.0, 1.0)
+            commands = commands + self.config.feedback_gain * (targets[min(frame, last)] - self._servo_commands(states))
+        return commands
 
-    def _rollout(self, state: np.ndarray, plans: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        """States at the end of every control step [N, horizon, state] for planned commands [N, horizon,
-        actuators]; ``targets`` [horizon, actuators] are the current frames' servo targets the feedback uses.
-        Without feedback the whole horizon is one rollout call; with it, one call per control step."""
-        n, horizon = plans.shape[:2]
+    def _rollout(self, state: np.ndarray, corrections: np.ndarray, frame: int) -> np.ndarray:
+        """States at the end of every control step [N, horizon, state] from ``state`` (at reference ``frame``), with
+        the base controller plus ``corrections`` [N, horizon, actuators]; one rollout call per control step, since
+        the base controller reads the state."""
+        n, horizon = corrections.shape[:2]
         starts = np.repeat(state[None], n, axis=0)
-        control = np.zeros((n, horizon * self.substeps, self.model.nu))
-        if not self.config.feedback_gain:
-            control[:, :, self.actuators] = np.repeat(np.clip(plans, -1.0, 1.0), self.substeps, axis=1)
-            states, _ = self.pool.rollout(self.model, self.datas, starts, control)
-            return states[:, self.substeps - 1::self.substeps]
+        control = np.zeros((n, self.substeps, self.model.nu))
         out = np.empty((n, horizon, len(state)))
         for k in range(horizon):
-            step = control[:, :self.substeps]
-            step[:, :, self.actuators] = self._commands(plans[:, k], starts, targets[k])[:, None]
-            states, _ = self.pool.rollout(self.model, self.datas, starts, step)
+            commands = np.clip(self._base_commands(starts, frame + k) + corrections[:, k], -1.0, 1.0)
+            control[:, :, self.actuators] = commands[:, None]
+            states, _ = self.pool.rollout(self.model, self.datas, starts, control)
             starts = out[:, k] = states[:, -1]
         return out
 
@@ -253,11 +253,7 @@ class TrackingPlanner:
         mujoco.mj_getState(self.model, self.env.physics.data.ptr, state, mujoco.mjtState.mjSTATE_FULLPHYSICS)
         t = self.env.time_step
         last = len(self.env.clip_reference()["joints"]) - 1
-        frames = np.minimum(np.arange(t + 1, t + 1 + cfg.horizon), last)
-        reference = self._reference(frames)
-        all_targets = self.env.feed_forward_actions()
-        feed_forward = all_targets[frames]                                         # [horizon, actuators]
-        targets = all_targets[frames - 1]   # the frame each control step starts from (the feedback's target)
+        reference = self._reference(np.minimum(np.arange(t + 1, t + 1 + cfg.horizon), last))
 
         nominal = self.shift @ self.nominal
         std = cfg.noise_std
@@ -265,8 +261,8 @@ class TrackingPlanner:
         for _ in range(cfg.iterations):
             noise = self.rng.standard_normal((cfg.candidates - 1, *nominal.shape)) * std
             knots = np.concatenate([nominal[None], nominal[None] + noise])      # [N, knots, actuators]
-            plans = feed_forward[None] + np.einsum("hk,nka->nha", self.weights, knots)
-            scores = self._score(self._rollout(state, plans, targets), reference)
+            corrections = np.einsum("hk,nka->nha", self.weights, knots)
+            scores = self._score(self._rollout(state, corrections, t), reference)
             if nominal_score is None:
                 nominal_score = float(scores[0])
             order = np.argsort(-scores)
@@ -278,7 +274,7 @@ class TrackingPlanner:
             else:
                 nominal = best_knots
         self.nominal = best_knots
-        command = self._commands((feed_forward[0] + self.weights[0] @ best_knots)[None], state[None], targets[0])[0]
+        command = np.clip(self._base_commands(state[None], t)[0] + self.weights[0] @ best_knots, -1.0, 1.0)
         self.last_info = PlanInfo(best_score, nominal_score, time.perf_counter() - start)
         return command.astype(np.float32)
 

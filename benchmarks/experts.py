@@ -62,7 +62,7 @@ def measure(args: tuple) -> tuple[str, dict]:
     import envs
     from agents.mpc import MPCConfig, TrackingPlanner
     from envs.mocap.tracking import MAX_COMIC_REWARD
-    from priors.npmp.experts import reference_score
+    from pipelines.npmp.experts import reference_score
 
     reference = reference_score(snippet)
     scale = MAX_COMIC_REWARD * reference["full_steps"]
@@ -111,7 +111,7 @@ def summarise(table: dict[str, dict]) -> dict:
 
 
 def report(result: dict) -> str:
-    lines = [f"| snippet | steps | MPC tracked | MPC reward/step | MPC relative | feed-forward tracked | "
+    lines = ["| snippet | steps | MPC tracked | MPC reward/step | MPC relative | feed-forward tracked | "
              f"feed-forward relative | s / control step |", "|---|---|---|---|---|---|---|---|"]
     for sid, r in sorted(result["snippets"].items()):
         m, f = r["mpc"], r["feed_forward"]

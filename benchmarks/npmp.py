@@ -5,15 +5,15 @@ reward 1 per step within 1 m), ≥ 3 seeds each, identical svg0 settings (``COMM
 - ``svg0 scratch``: svg0 acting on the 56 actuators directly;
 - ``npmp beta=0.1``: ``--agent npmp`` on the shipped primitives (data/primitives/npmp, beta = 0.1);
 - ``npmp beta=0.001``: ``--agent npmp`` on primitives distilled from the same data with beta = 0.001 (the thesis's
-  "very weakly regularised" module; made by ``python -m priors.npmp distill --beta 0.001``, path ``--weak``).
+  "very weakly regularised" module; made by ``python -m pipelines.npmp distill --beta 0.001``, path ``--weak``).
 The thesis: reuse learns an order of magnitude faster than scratch, and the beta = 0.1 module trains faster and
 falls less than beta = 0.001 (median over 10 seeds). Reported per condition: steps for the mean of the last
 ``WINDOW`` training returns to reach ``THRESHOLD``, final training return, evaluation return, mean episode length
 (steps before a fall; the episode limit is 25 s = 833 steps), fraction of episodes
 ending in a fall (``train/fell``, over all and over the last ``WINDOW`` episodes) and the last latent statistics.
 
-The pipeline's own numbers (experts' relative returns from ``python -m priors.npmp report-experts``, one-shot
-imitation on training and held-out clips and the latent-optimisation diagnostic from ``python -m priors.npmp
+The pipeline's own numbers (experts' relative returns from ``python -m pipelines.npmp report-experts``, one-shot
+imitation on training and held-out clips and the latent-optimisation diagnostic from ``python -m pipelines.npmp
 evaluate``) are read from their JSON reports in ``--pipeline-dir`` and copied into the same results file, so
 benchmarks/results/npmp.json holds every NPMP number.
 
@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     if unknown:
         p.error(f"unknown condition(s) {unknown}; choose from {list(specs)}")
     if "npmp_beta_0.001" in args.conditions and not (args.weak / "meta.json").is_file() and not args.report:
-        p.error(f"no beta = 0.001 primitives at {args.weak} (python -m priors.npmp distill --beta 0.001 --out ...)")
+        p.error(f"no beta = 0.001 primitives at {args.weak} (python -m pipelines.npmp distill --beta 0.001 --out ...)")
     header = {"command": "python benchmarks/npmp.py " + " ".join(argv if argv is not None else sys.argv[1:]),
               "env": ENV, "steps": args.steps, "seeds": args.seeds, "common_settings": COMMON, "window": WINDOW,
               "threshold": THRESHOLD,

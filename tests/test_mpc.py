@@ -28,13 +28,13 @@ def env():
 
 
 def test_rollout_and_score_reproduce_the_environment(env):
-    planner = TrackingPlanner(env, MPCConfig(candidates=2, threads=1))
+    planner = TrackingPlanner(env, MPCConfig(candidates=2, method="ps", feedback_gain=0.0, threads=1))
     model, nq, nv = planner.model, planner.model.nq, planner.model.nv
     for _ in range(4):
         t = env.time_step
         command = env.feed_forward_actions()[t + 1] + 0.05 * np.sin(np.arange(56))
-        predicted = planner._rollout(full_state(model, env.physics.data.ptr), command[None, None],
-                                     env.feed_forward_actions()[[t]])[0, 0]
+        correction = command - env.feed_forward_actions()[t + 1]   # on top of the servo feed-forward
+        predicted = planner._rollout(full_state(model, env.physics.data.ptr), correction[None, None], t)[0, 0]
         _, reward, *_ = env.step(command)
         actual = full_state(model, env.physics.data.ptr)
         np.testing.assert_allclose(predicted, actual, atol=1e-4)   # MuJoCo's warm start differs, nothing else
@@ -87,10 +87,30 @@ def test_train_mpc_logs_tracking_and_rejects_other_envs(cli, tmp_path):
     run_dir = tmp_path / "mpc"
     result = cli("--env", f"humanoid-track:{SNIPPET}", "--agent", "mpc", "--steps", "20", "--logdir", run_dir,
                  "--eval-every", "20", "--eval-episodes", "1", "--set", "horizon=4", "--set", "knots=2",
-                 "--set", "candidates=4")
+                 "--set", "candidates=4", "--set", "method=ps", "--set", "iterations=1")
     assert result.returncode == 0, result.stderr
     tags = scalars(run_dir)
     assert "eval/return" in tags and tags["eval/return"][-1][1] > 0
     assert_one_line_error(cli("--env", "cartpole-swingup", "--agent", "mpc", "--steps", "10",
                               "--logdir", tmp_path / "bad"), "humanoid-track")
     assert not (tmp_path / "bad").exists()
+
+
+def test_planner_expert_collects_bc_data_without_jacobians(tmp_path):
+    from pipelines.npmp import data
+
+    tiny = {"horizon": 4, "knots": 1, "candidates": 4, "iterations": 1, "method": "ps"}
+    result = data.collect_planner("09_02-0", trajectories=2, action_noise_std=0.1, perturbation_trajectories=1,
+                                  seed=0, settings=tiny)
+    bc, nominal = result["bc"], result["nominal"]
+    assert "jacobians" not in nominal and len(bc["lengths"]) == 2
+    assert len(bc["mean_actions"]) == bc["lengths"].sum() and np.all(np.abs(bc["actions"]) <= 1.0)
+    # the executed actions are the planner's commands plus noise; the logged targets are the planner's own
+    assert 0.02 < np.abs(bc["actions"] - bc["mean_actions"]).mean() < 0.12
+    assert result["attrs"]["env"] == "humanoid-track-time:09_02-0"
+    path = data.write_dataset(tmp_path / "data.h5", [result])
+    dataset = data.NPMPDataset(path)
+    states, actions, mask = dataset.sample_bc(4, 10)
+    assert states.shape[0] == 4 and actions.shape == (4, 10, 56) and mask.sum() > 0
+    with pytest.raises(ConfigError, match="no LFPC Jacobians"):
+        dataset.sample_lfpc(2, 10, 2)

@@ -1,4 +1,4 @@
-"""NPMP data (priors/npmp/data.py, seed 000 §8.2): real tracking rollouts of tiny real svg0 experts.
+"""NPMP data (pipelines/npmp/data.py, seed 000 §8.2): real tracking rollouts of tiny real svg0 experts.
 
 Two experts (two snippets) are trained for a few hundred steps with tiny networks; they fall early, which is what
 the masks of short trajectories need."""
@@ -12,8 +12,9 @@ import torch
 from agents.config import ConfigError
 from agents.loop import RunConfig, Trainer
 from agents.svg0 import SVG0Config
-from priors.npmp import NPMP, NPMPConfig, data
-from priors.npmp.data import LOOKAHEAD, Expert, NPMPDataset
+from pipelines.npmp import data
+from priors.npmp import NPMP, NPMPConfig
+from pipelines.npmp.data import LOOKAHEAD, Expert, NPMPDataset
 
 SNIPPETS = ("07_01-0", "09_01-0")
 FAMILIES = ("humanoid-track-residual", "humanoid-track-time")  # a residual expert and a plain one

@@ -1,4 +1,4 @@
-"""Tracking experts (priors/npmp/experts.py, seed 000 §8.1): svg0 runs per snippet fanned out on a local Ray
+"""Tracking experts (pipelines/npmp/experts.py, seed 000 §8.1): svg0 runs per snippet fanned out on a local Ray
 cluster, resumed to more steps, skipped when done, and scored against the reference's kinematic playback."""
 import argparse
 import json
@@ -9,7 +9,7 @@ from agents.config import ConfigError
 from envs import EnvError
 from envs.mocap.tracking import MAX_COMIC_REWARD
 from agents import fanout
-from priors.npmp import experts
+from pipelines.npmp import experts
 
 SNIPPETS = ["09_02-0", "16_45-0"]   # two of the shortest snippets (36 and 38 frames)
 TINY = ["hidden=16,16", "learning_starts=20", "batch_size=4", "replay_capacity=2000", "eval_episodes=1",

@@ -9,7 +9,7 @@ import torch
 from priors.io import ModuleFileError
 from priors.models import ar1_chain
 from priors.npmp import NPMP, NPMPConfig, load_primitives, save_primitives
-from priors.npmp.evaluate import optimise_latents
+from pipelines.npmp.evaluate import optimise_latents
 
 
 def tiny(**kw) -> NPMP:

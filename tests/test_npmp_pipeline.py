@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from priors.npmp import load_primitives
-from priors.npmp.__main__ import main as npmp_main
+from pipelines.npmp.__main__ import main as npmp_main
 from tests.conftest import ROOT
 
 TRAIN, HELD_OUT = "09_06-0", "09_05-0"

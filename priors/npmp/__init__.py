@@ -1,7 +1,7 @@
 """Neural probabilistic motor primitives (seed 000 Ch 8): the model (``model.py``), the pipeline that builds it from
 motion capture -- tracking experts (``experts.py``), noisy-rollout and LFPC data (``data.py``), distillation
 (``distill.py``), one-shot imitation and the latent-optimisation diagnostic (``evaluate.py``) -- and the saved
-primitives that ``--agent npmp`` reuses as a frozen low-level controller. ``python -m priors.npmp --help`` runs the
+primitives that ``--agent npmp`` reuses as a frozen low-level controller. ``python -m pipelines.npmp --help`` runs the
 pipeline; docs/npmp.md describes it.
 
 Saved primitives are a module directory (priors/io.py: weights.safetensors + meta.json with the config, the
@@ -20,7 +20,7 @@ from priors.npmp.model import NPMP, NPMPConfig
 __all__ = ["NPMP", "NPMPConfig", "save_primitives", "load_primitives", "DEFAULT_PRIMITIVES", "ModuleFileError"]
 
 FORMAT = "probctl-npmp-primitives"
-# the primitives shipped in the repo (trained by `python -m priors.npmp all`; docs/npmp.md)
+# the primitives shipped in the repo (trained by `python -m pipelines.npmp all`; docs/npmp.md)
 DEFAULT_PRIMITIVES = Path(__file__).resolve().parents[2] / "data" / "primitives" / "npmp"
 
 
@@ -38,7 +38,7 @@ def load_primitives(path: Path | str = DEFAULT_PRIMITIVES, device: torch.device 
     directory = Path(path)
     if not directory.is_dir():
         raise ModuleFileError(f"no NPMP primitives at {directory} (a directory with meta.json and "
-                              "weights.safetensors, written by `python -m priors.npmp distill`)")
+                              "weights.safetensors, written by `python -m pipelines.npmp distill`)")
     meta, tensors = load_module(directory, FORMAT, device)
     try:
         model = NPMP(NPMPConfig.from_dict(meta["config"]))

@@ -16,7 +16,7 @@ Seed 000_02c29175254ceb0c.txt, Ch 8 (transcribed in ../shared/research/seed000.m
   regularised"). The activation is not stated; ReLU (as everywhere else in this repo).
 
 LFPC (eq 8.9) trains the same objective on perturbed states with linear-feedback action targets: the caller passes
-s + delta_s and a + J delta_s (priors/npmp/data.py builds them), so this module needs no special case.
+s + delta_s and a + J delta_s (pipelines/npmp/data.py builds them), so this module needs no special case.
 
 "States" here are the walker's proprioceptive observations (the ``proprio`` group): the thesis's s_t is the body
 state; the policies in this repo act on observations, and proprioception is what any later task also provides.

@@ -40,7 +40,7 @@ Choices where the thesis is silent:
 - mirroring (the thesis's bilateral-symmetry augmentation) is not done here: mirrored snippets (``<id>-mirror``) are
   snippets of their own, with their own experts;
 - ``nominal_return`` etc. are the expert's noise-free return from the clip start (relative return: divide by
-  ``max_step_reward`` times the snippet's full episode length, priors/npmp/experts.py ``reference_score``);
+  ``max_step_reward`` times the snippet's full episode length, pipelines/npmp/experts.py ``reference_score``);
 - sampling: subsequences are drawn with trajectories weighted by their number of valid steps and a start uniform
   over the positions that keep the window inside the trajectory where it is long enough; windows that run past a
   trajectory's end (experts that fell early) are zero-padded with mask 0. A step t is valid when s_{t..t+K} exist.
@@ -193,11 +193,60 @@ class Expert:
         residual composition's clip has derivative 0 where it clips (autodiff through ``clamp``)."""
         return self._mean_and_jacobian(flat_obs, reference_action, command=True)
 
+    def begin_episode(self) -> None:
+        pass   # a policy keeps nothing between episodes
+
     def env_action(self, command: np.ndarray, reference_action: np.ndarray | None = None) -> np.ndarray:
         """The action to pass to the expert's env so that the walker receives ``command`` (in [-1, 1])."""
         if self.residual_scale is None:
             return np.asarray(command, np.float32)
         return ((np.asarray(command) - reference_action) / self.residual_scale).astype(np.float32)
+
+
+class PlannerExpert:
+    """A tracking expert that plans with the simulator (agents/mpc.py ``TrackingPlanner``) on one snippet, with the
+    interface ``rollout`` uses. Not the seed's expert (§8.1 trains RL policies; docs/npmp.md says why): mu_E(s) is
+    the planner's command at the state the env's simulator is in, so the flat observation it is passed is not read,
+    and it has no Jacobian (LFPC, eqs 8.5-8.9, needs one; noisy-rollout BC, eq 8.4, does not)."""
+
+    residual_scale = None
+
+    def __init__(self, snippet: str, config=None):
+        from agents.mpc import MPCConfig
+
+        self.snippet, self.config = snippet, config or MPCConfig(threads=1)
+        self.config.validate()
+        self.env_name, self.run_dir, self.steps = f"{tracking.TIMED_FAMILY}:{snippet}", f"mpc:{snippet}", 0
+        env = envs.make(self.env_name, seed=0, clip_start=True)   # EnvError for an unknown snippet
+        self.layout = ObsLayout(env.observation_space)
+        self.proprio, self.task = self.layout.slices[STATE_GROUP], self.layout.slices["task"]
+        self.state_dim = self.proprio.stop - self.proprio.start
+        self.action_dim = int(env.action_space.shape[0])
+        env.close()
+        self.planner = None
+
+    def make_env(self, seed: int | None = None):
+        """The snippet's tracking env (episodes start at its first frame), with a planner bound to it."""
+        from agents.mpc import TrackingPlanner
+
+        env = envs.make(self.env_name, seed=seed, clip_start=True)
+        if self.planner is not None:
+            self.planner.close()
+        self.planner = TrackingPlanner(env, self.config)
+        return env
+
+    def begin_episode(self) -> None:
+        self.planner.reset()
+
+    def mean_command(self, flat_obs: np.ndarray, reference_action: np.ndarray | None = None) -> np.ndarray:
+        return self.planner.act()
+
+    def mean_command_and_jacobian(self, flat_obs, reference_action=None):
+        raise ConfigError(f"the MPC expert of {self.snippet} has no policy Jacobian, which LFPC needs; collect "
+                          "noisy-rollout (BC) data from it")
+
+    def env_action(self, command: np.ndarray, reference_action: np.ndarray | None = None) -> np.ndarray:
+        return np.asarray(command, np.float32)
 
 
 def rollout(expert: Expert, env, action_noise_std: float, rng: np.random.Generator,
@@ -211,6 +260,7 @@ def rollout(expert: Expert, env, action_noise_std: float, rng: np.random.Generat
     if not action_noise_std >= 0:
         raise ConfigError(f"action_noise_std must be >= 0, got {action_noise_std}")
     obs, _ = env.reset(seed=int(rng.integers(2**31)))
+    expert.begin_episode()
     flats, mean_actions, actions, rewards, jacobians = [expert.layout.flatten(obs)], [], [], [], []
     references = []
     terminated = truncated = False
@@ -269,15 +319,32 @@ def state_deviations(noisy: list[dict], nominal: dict) -> np.ndarray:
 
 def collect_expert(expert_dir: Path | str, trajectories: int, action_noise_std: float,
                    perturbation_trajectories: int, seed: int, device: str = "cpu") -> dict:
-    """Everything one expert contributes (picklable; a Ray task can run it): ``bc`` and ``nominal`` (dicts of
-    concatenated numpy arrays as in the HDF5 layout), ``deviation_sq_sum [S]``, ``deviation_count`` and ``attrs``."""
+    """Everything one svg0 expert contributes (picklable; a Ray task can run it): ``bc`` and ``nominal`` (dicts of
+    concatenated numpy arrays as in the HDF5 layout, the nominal with LFPC Jacobians), ``deviation_sq_sum [S]``,
+    ``deviation_count`` and ``attrs``."""
+    return collect_from(Expert(expert_dir, device), trajectories, action_noise_std, perturbation_trajectories, seed,
+                        with_jacobians=True)
+
+
+def collect_planner(snippet: str, trajectories: int, action_noise_std: float, perturbation_trajectories: int,
+                    seed: int, settings: dict | None = None) -> dict:
+    """``collect_expert`` for an MPC expert (``PlannerExpert``; ``settings``: agents.mpc.MPCConfig fields) on one
+    snippet: noisy-rollout BC data and a nominal trajectory without Jacobians."""
+    from agents.mpc import MPCConfig
+
+    config = MPCConfig(**{"threads": 1, **(settings or {})})
+    return collect_from(PlannerExpert(snippet, config), trajectories, action_noise_std, perturbation_trajectories,
+                        seed, with_jacobians=False)
+
+
+def collect_from(expert, trajectories: int, action_noise_std: float, perturbation_trajectories: int, seed: int,
+                 with_jacobians: bool) -> dict:
     if trajectories < 1 or not 0 <= perturbation_trajectories <= trajectories:
         raise ConfigError(f"need trajectories >= 1 and 0 <= perturbation_trajectories <= trajectories, got "
                           f"{trajectories} and {perturbation_trajectories}")
-    expert = Expert(expert_dir, device)
     env = expert.make_env(seed)
     rng = np.random.default_rng(seed)
-    nominal = rollout(expert, env, 0.0, rng, with_jacobians=True)
+    nominal = rollout(expert, env, 0.0, rng, with_jacobians=with_jacobians)
     noisy = [rollout(expert, env, action_noise_std, rng) for _ in range(trajectories)]
     env.close()
     deviations = state_deviations(noisy[:perturbation_trajectories], nominal)
@@ -440,6 +507,9 @@ class NPMPDataset:
             self.to(device)
         if perturbations < 1:
             raise ConfigError(f"perturbations must be >= 1, got {perturbations}")
+        if "jacobians" not in self.nominal.data:
+            raise ConfigError(f"{self.path} has no LFPC Jacobians (its experts plan rather than hold a policy to "
+                              "differentiate); distil it with --scheme bc")
         state_index, action_index, state_ok, mask = self.nominal.windows(batch, length, generator)
         P, K = perturbations, LOOKAHEAD
         gen_device = generator.device if generator is not None else torch.device("cpu")

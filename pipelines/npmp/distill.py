@@ -1,6 +1,6 @@
 """Distilling tracking experts into NPMP primitives (seed 000 §8.2-8.3, §8.5.4).
 
-Two training schemes on the data of ``priors/npmp/data.py``:
+Two training schemes on the data of ``pipelines/npmp/data.py``:
 - ``bc``: behavioural cloning from noisy expert rollouts that logged the expert's *mean* action (eq 8.4, the
   DART-like scheme): the decoder's Gaussian log-likelihood in the beta-ELBO (eq 8.3) regresses those actions.
   The thesis's batches are 512 subsequences of length 30.

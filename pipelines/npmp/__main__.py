@@ -1,11 +1,11 @@
 """The NPMP pipeline from the command line (seed 000 Ch 8; docs/npmp.md).
 
-    python -m priors.npmp experts --steps 12000                 # tracking experts, one svg0 run per snippet, on Ray
-    python -m priors.npmp report-experts --out runs/npmp/experts.json
-    python -m priors.npmp collect                               # noisy rollouts + LFPC data -> runs/npmp/data.h5
-    python -m priors.npmp distill --out data/primitives/npmp    # BC (or --scheme lfpc), beta 0.1
-    python -m priors.npmp evaluate --primitives data/primitives/npmp --out runs/npmp/report.json
-    python -m priors.npmp all --steps 12000                     # the four stages above, resumable
+    python -m pipelines.npmp experts --steps 12000                 # tracking experts, one svg0 run per snippet, on Ray
+    python -m pipelines.npmp report-experts --out runs/npmp/experts.json
+    python -m pipelines.npmp collect                               # noisy rollouts + LFPC data -> runs/npmp/data.h5
+    python -m pipelines.npmp distill --out data/primitives/npmp    # BC (or --scheme lfpc), beta 0.1
+    python -m pipelines.npmp evaluate --primitives data/primitives/npmp --out runs/npmp/report.json
+    python -m pipelines.npmp all --steps 12000                     # the four stages above, resumable
 
 Every stage takes ``--address`` (a Ray cluster; default: a local one) where it fans out over snippets.
 """
@@ -39,6 +39,11 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _collect_args(p):
+    p.add_argument("--experts", choices=("svg0", "mpc"), default="svg0",
+                   help="svg0: the trained runs under --experts-root; mpc: plan with the simulator (agents/mpc.py), "
+                        "no training needed, BC data only (no LFPC Jacobians)")
+    p.add_argument("--planner-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="MPC setting of the mpc experts (agents.mpc.MPCConfig)")
     p.add_argument("--trajectories", type=int, default=20,
                    help="noisy rollouts per expert (thesis: 100)")
     p.add_argument("--action-noise", type=float, default=0.1, help="std of the rollouts' action noise")
@@ -61,9 +66,9 @@ def _distill_args(p):
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    from priors.npmp import experts
+    from pipelines.npmp import experts
 
-    p = argparse.ArgumentParser(prog="python -m priors.npmp", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m pipelines.npmp", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     experts.add_experts_parser(sub, default_snippets=[*TRAIN_SNIPPETS, *HELD_OUT_SNIPPETS])
@@ -88,27 +93,46 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def collect(args) -> Path:
-    from priors.npmp import data
+    from pipelines.npmp import data
     from agents.fanout import on_ray
-    from priors.npmp.experts import expert_dirs
+    from pipelines.npmp.experts import expert_dirs
 
-    dirs = expert_dirs(args.experts_root, [*args.snippets, *args.held_out])
-    results = on_ray(lambda d: data.collect_expert(d, trajectories=args.trajectories,
-                                                   action_noise_std=args.action_noise,
-                                                   perturbation_trajectories=args.perturbation_trajectories,
-                                                   seed=args.seed),
-                     dirs, address=args.address, num_cpus=args.num_cpus)
+    from agents.config import apply_overrides, split_overrides
+    from agents.mpc import MPCConfig
+
+    snippets = [*args.snippets, *args.held_out]
+    if args.experts == "mpc":
+        import dataclasses
+
+        from pipelines.npmp.experts import check_snippets
+
+        check_snippets(snippets)
+        settings = dataclasses.asdict(apply_overrides(MPCConfig(threads=1), split_overrides(args.planner_set)))
+        results = on_ray(lambda s: data.collect_planner(s, trajectories=args.trajectories,
+                                                        action_noise_std=args.action_noise,
+                                                        perturbation_trajectories=args.perturbation_trajectories,
+                                                        seed=args.seed, settings=settings),
+                         snippets, address=args.address, num_cpus=args.num_cpus)
+        meta = {"experts": "mpc", "planner": settings}
+    else:
+        dirs = expert_dirs(args.experts_root, snippets)
+        results = on_ray(lambda d: data.collect_expert(d, trajectories=args.trajectories,
+                                                       action_noise_std=args.action_noise,
+                                                       perturbation_trajectories=args.perturbation_trajectories,
+                                                       seed=args.seed),
+                         dirs, address=args.address, num_cpus=args.num_cpus)
+        meta = {"experts": "svg0"}
     return data.write_dataset(args.data, results, meta={"trajectories": args.trajectories,
-                                                        "action_noise_std": args.action_noise})
+                                                        "action_noise_std": args.action_noise, **meta})
 
 
 def distill(args) -> Path:
     from priors.npmp import NPMPConfig
-    from priors.npmp.data import NPMPDataset
-    from priors.npmp.distill import DistillConfig, distill as run
+    from pipelines.npmp.data import NPMPDataset
+    from pipelines.npmp.distill import DistillConfig, distill as run
 
     if not args.data.is_file():
-        raise ModuleFileError(f"no NPMP data at {args.data} (run `python -m priors.npmp collect`)")
+        raise ModuleFileError(f"no NPMP data at {args.data} (run `python -m pipelines.npmp collect`)")
     dataset = NPMPDataset(args.data, snippets=args.snippets)
     model_config = NPMPConfig(state_dim=dataset.state_dim, action_dim=dataset.action_dim, latent_dim=args.latent_dim,
                               encoder_hidden=_widths(args.encoder_hidden), decoder_hidden=_widths(args.decoder_hidden),
@@ -142,9 +166,9 @@ def evaluate(args) -> dict:
     import torch
 
     from priors.npmp import load_primitives, save_primitives
-    from priors.npmp.data import Expert, expert_rollout
-    from priors.npmp.evaluate import evaluate_clip, summarise
-    from priors.npmp.experts import expert_dirs
+    from pipelines.npmp.data import Expert, expert_rollout
+    from pipelines.npmp.evaluate import evaluate_clip, summarise
+    from pipelines.npmp.experts import expert_dirs
 
     torch.set_num_threads(1)
     model, meta = load_primitives(args.primitives, args.device)
@@ -180,7 +204,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         if args.command in ("experts", "report-experts"):
-            from priors.npmp.experts import run_experts
+            from pipelines.npmp.experts import run_experts
 
             return run_experts(args)
         if args.command == "collect":
@@ -190,7 +214,7 @@ def main(argv=None) -> int:
         elif args.command == "evaluate":
             evaluate(args)
         elif args.command == "all":
-            from priors.npmp.experts import train_experts
+            from pipelines.npmp.experts import train_experts
 
             train_experts([*args.snippets, *args.held_out], args.experts_root, args.steps, address=args.address,
                           num_cpus=args.num_cpus, seed=args.seed, overrides=args.overrides)

@@ -12,7 +12,7 @@ changeable with ``overrides`` / ``--set``) with ``update_every=4`` (``EXPERT_OVE
 
 - experts, reports and data collection fan out over snippets with ``agents.fanout.on_ray``.
 - ``train_experts(snippets, root, steps, ...)``: resumable. A new snippet starts a run; an existing run directory
-  continues from its newest checkpoint exactly as ``train.py --resume DIR --steps N`` does (``train.build`` +
+  continues from its newest checkpoint exactly as ``train.py --resume DIR --steps N`` does (``agents.loop.build_run`` +
   ``agents.loop.Trainer``); a run already at ``steps`` or beyond is skipped; a directory whose first checkpoint was
   never written starts again from step 0 with its saved config. ``--set`` values must agree with an existing
   run's saved config (a resumed run cannot change its settings).
@@ -124,13 +124,11 @@ def train_expert(snippet: str, root: str | Path, steps: int, seed: int = 0,
     directly). Returns {snippet, run_dir, status: new|resumed|restarted|skipped, env_steps, eval_return}."""
     import torch
 
-    import train
-    from agents.loop import Trainer, load_run_config
+    from agents.loop import Trainer, build_run, load_run_config
 
     torch.set_num_threads(1)
     overrides = dict(overrides or {})
     run_dir = Path(root).resolve() / snippet
-    sets = [f"--set={k}={v}" for k, v in overrides.items()]
     if (run_dir / "config.json").exists():
         _check_same_settings(run_dir, family, seed, overrides)
         done = checkpoint_steps(run_dir)
@@ -141,14 +139,11 @@ def train_expert(snippet: str, root: str | Path, steps: int, seed: int = 0,
             run, agent_config = load_run_config(run_dir)
             run, resume_from, status = dataclasses.replace(run, steps=steps, logdir=str(run_dir)), None, "restarted"
         else:
-            run, agent_config, resume_from = train.build(train.parse_args(
-                ["--resume", str(run_dir), "--steps", str(steps)]))
+            run, agent_config, resume_from = build_run({"steps": steps}, {}, resume=run_dir)
             status = "resumed"
     else:
-        flags = [f"--{k.replace('_', '-')}={v}" for k, v in RUN_FLAGS.items()]
-        run, agent_config, resume_from = train.build(train.parse_args(
-            ["--env", f"{family}:{snippet}", "--agent", AGENT, "--steps", str(steps), "--seed", str(seed),
-             "--logdir", str(run_dir), *flags, *sets]))
+        flags = {"env": f"{family}:{snippet}", "agent": AGENT, "steps": steps, "seed": seed, **RUN_FLAGS}
+        run, agent_config, resume_from = build_run(flags, overrides, logdir=str(run_dir))
         status = "new"
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     with open(run_dir.parent / f"{snippet}.log", "a") as log, \
@@ -184,8 +179,7 @@ def train_experts(snippets, root: str | Path, steps: int, address: str | None = 
     ``{"key": "value"}`` or ``["key=value", ...]`` (train.py's ``--set``) for new runs; existing runs must agree
     with them (and with ``seed`` and ``family``).
     Raises EnvError (unknown snippets) or ConfigError before any task starts, FanOutError if a task fails."""
-    import train
-    from agents.config import ConfigError
+    from agents.config import ConfigError, split_overrides
 
     snippets = check_snippets(snippets)
     if steps < 1:
@@ -193,7 +187,7 @@ def train_experts(snippets, root: str | Path, steps: int, address: str | None = 
     if family not in EXPERT_FAMILIES:
         raise ConfigError(f"family must be one of {', '.join(EXPERT_FAMILIES)}, got {family!r}")
     if isinstance(overrides, (list, tuple)):
-        overrides = train.split_overrides(list(overrides))
+        overrides = split_overrides(list(overrides))
     root = Path(root).resolve()
     if root.exists() and not root.is_dir():
         raise ConfigError(f"{root} is not a directory")
@@ -225,14 +219,14 @@ def reference_score(snippet: str) -> dict:
 
 
 def evaluate_expert(run_dir: str | Path, episodes: int = 5, seed: int = 0) -> dict:
-    """The expert in ``run_dir`` (newest checkpoint, ``priors.npmp.data.Expert``) acting deterministically -- its
+    """The expert in ``run_dir`` (newest checkpoint, ``pipelines.npmp.data.Expert``) acting deterministically -- its
     mean action, as in §8.1-8.2 (``data.rollout`` without noise; a residual expert's command includes the
     reference controller's) -- from the snippet's first frame for ``episodes`` episodes (env reset seeds drawn from
     ``seed``), against the reference (``reference_score``)."""
     import torch
 
     from agents.config import ConfigError
-    from priors.npmp.data import Expert, rollout
+    from pipelines.npmp.data import Expert, rollout
 
     if episodes < 1:
         raise ConfigError(f"episodes must be positive, got {episodes}")
@@ -301,7 +295,7 @@ def _evaluate_job(job: tuple[str, int]) -> dict:
     return evaluate_expert(*job)
 
 
-# -- command line (mounted by priors/npmp/__main__.py) -------------------------------------------------------------
+# -- command line (mounted by pipelines/npmp/__main__.py) -------------------------------------------------------------
 def add_experts_parser(subparsers, default_snippets=None) -> None:
     """``experts`` (train/resume) and ``report-experts`` subcommands; ``run_experts(args)`` runs either.
     ``default_snippets``: what ``experts`` trains without ``--snippets`` / ``--all`` (None: one of them is needed)."""
