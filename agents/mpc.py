@@ -222,6 +222,21 @@ class TrackingPlanner:
         angles = states[:, self.actuator_qpos]
         return 2.0 * (angles - self.joint_low) / (self.joint_high - self.joint_low) - 1.0
 
+    def feedback_jacobian(self, command: np.ndarray) -> np.ndarray:
+        """d command / d proprio [actuators, proprio size]: the executed control law's derivative at the current step
+        with the plan held fixed -- the servo feedback on each actuator's own joint angle (the ``joints_pos``
+        observation), zero where the command is clipped. It leaves out how replanning would respond to the state."""
+        slices = self.env.observation_slices("proprio")
+        size = max(s.stop for s in slices.values())
+        joints = self.env.walker.observable_joints
+        names = [joint.name for joint in joints]
+        columns = slices["walker/joints_pos"].start + np.array([names.index(a.joint.name)
+                                                              for a in self.env.walker.actuators])
+        jacobian = np.zeros((len(self.actuators), size), np.float32)
+        slope = -self.config.feedback_gain * 2.0 / (self.joint_high - self.joint_low)
+        jacobian[np.arange(len(self.actuators)), columns] = slope * (np.abs(command) < 1.0)
+        return jacobian
+
     def _base_commands(self, states: np.ndarray, frame: int) -> np.ndarray:
         """The controller the plan corrects, at states [N, state] that should be at reference ``frame``."""
         targets = self.env.feed_forward_actions()

@@ -54,6 +54,14 @@ class DMEnv(gym.Env):
         control_dt = self._env.control_timestep() * action_repeat
         self.metadata = {**self.metadata, "render_fps": max(1, round(1.0 / control_dt))}
 
+    def observation_slices(self, group: str) -> dict[str, slice]:
+        """Where each dm_env observation of ``group`` lies in that group's flat vector."""
+        spec, out, start = self._env.observation_spec(), {}, 0
+        for key in self._keys[group]:
+            size = int(np.prod(spec[key].shape, dtype=int))
+            out[key], start = slice(start, start + size), start + size
+        return out
+
     def _next_env_seed(self) -> int:
         return int(self._seed_rng.integers(2**31 - 1))
 

@@ -96,21 +96,42 @@ def test_train_mpc_logs_tracking_and_rejects_other_envs(cli, tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
-def test_planner_expert_collects_bc_data_without_jacobians(tmp_path):
+def test_feedback_jacobian_is_the_derivative_of_the_executed_command(env):
+    planner = TrackingPlanner(env, MPCConfig(threads=1))
+    state = full_state(planner.model, env.physics.data.ptr)
+    command = np.clip(planner._base_commands(state[None], env.time_step)[0], -1, 1)
+    jacobian = planner.feedback_jacobian(command)
+    joints = env.observation_slices("proprio")["walker/joints_pos"]
+    names = [j.name for j in env.walker.observable_joints]
+    for actuator in (0, 7, 30):
+        joint = names.index(env.walker.actuators[actuator].joint.name)
+        moved = state.copy()
+        moved[planner.actuator_qpos[actuator]] += 1e-4   # the actuator's own joint angle (full-state index)
+        changed = np.clip(planner._base_commands(moved[None], env.time_step)[0], -1, 1)
+        expected = (changed - command) / 1e-4
+        np.testing.assert_allclose(jacobian[:, joints.start + joint], expected, atol=1e-3)
+    assert np.count_nonzero(jacobian) <= 56
+
+
+def test_planner_expert_collects_bc_and_lfpc_data(tmp_path):
     from pipelines.npmp import data
 
     tiny = {"horizon": 4, "knots": 1, "candidates": 4, "iterations": 1, "method": "ps"}
     result = data.collect_planner("09_02-0", trajectories=2, action_noise_std=0.1, perturbation_trajectories=1,
                                   seed=0, settings=tiny)
     bc, nominal = result["bc"], result["nominal"]
-    assert "jacobians" not in nominal and len(bc["lengths"]) == 2
+    assert len(bc["lengths"]) == 2 and nominal["jacobians"].shape[1:] == (56, bc["states"].shape[1])
     assert len(bc["mean_actions"]) == bc["lengths"].sum() and np.all(np.abs(bc["actions"]) <= 1.0)
     # the executed actions are the planner's commands plus noise; the logged targets are the planner's own
     assert 0.02 < np.abs(bc["actions"] - bc["mean_actions"]).mean() < 0.12
     assert result["attrs"]["env"] == "humanoid-track-time:09_02-0"
-    path = data.write_dataset(tmp_path / "data.h5", [result])
-    dataset = data.NPMPDataset(path)
+    dataset = data.NPMPDataset(data.write_dataset(tmp_path / "data.h5", [result]))
     states, actions, mask = dataset.sample_bc(4, 10)
     assert states.shape[0] == 4 and actions.shape == (4, 10, 56) and mask.sum() > 0
+    assert dataset.sample_lfpc(2, 10, 2)[1].shape == (4, 10, 56)
+    # without feedback the planner has no Jacobian: BC data only, and LFPC says so
+    plain = data.collect_planner("09_02-0", trajectories=1, action_noise_std=0.1, perturbation_trajectories=1,
+                                 seed=0, settings={**tiny, "feedback_gain": 0.0})
+    assert "jacobians" not in plain["nominal"]
     with pytest.raises(ConfigError, match="no LFPC Jacobians"):
-        dataset.sample_lfpc(2, 10, 2)
+        data.NPMPDataset(data.write_dataset(tmp_path / "plain.h5", [plain])).sample_lfpc(2, 10, 2)

@@ -44,6 +44,9 @@ def test_all_stages_write_experts_data_primitives_and_report(pipeline):
         if "skipped" not in clip:   # an expert that falls within K steps leaves nothing to encode
             assert clip["one_shot_steps"] >= 1 and clip["expert_return"] > 0
             assert clip["latent_opt_action_mse"][1] <= clip["latent_opt_action_mse"][0]
+        absolute = report[split]["absolute"][0]   # imitation of the clip itself, in absolute terms
+        assert absolute["snippet"] == snippet and 1 <= absolute["steps"] <= absolute["full_steps"]
+        assert absolute["feed_forward_steps"] >= 1 and absolute["reward_per_step"] >= 0
 
 
 def test_lfpc_distillation_and_bad_input(pipeline, capsys):
@@ -67,3 +70,24 @@ def test_npmp_agent_trains_on_the_pipeline_primitives(pipeline):
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert (work / "reuse" / "checkpoints").is_dir()
+
+
+def test_mpc_experts_collect_distill_and_evaluate_without_any_training(tmp_path, capsys):
+    """MPC experts need no runs: collect plans on the snippets, distill takes the split the data was collected
+    with, and evaluate works with no experts directory (as on a fresh clone)."""
+    data, out, none = tmp_path / "data.h5", tmp_path / "primitives", tmp_path / "no-experts"
+    planner = [arg for pair in ("horizon=4", "knots=1", "candidates=4", "iterations=1", "method=ps")
+               for arg in ("--planner-set", pair)]
+    assert npmp_main(["collect", "--experts", "mpc", "--snippets", TRAIN, "--held-out", HELD_OUT, "--data", str(data),
+                      "--num-cpus", "2", "--trajectories", "1", "--perturbation-trajectories", "1", *planner]) == 0
+    assert npmp_main(["distill", "--data", str(data), *TINY_MODEL, "--out", str(out)]) == 0
+    _, meta = load_primitives(out)
+    assert meta["clips"] == [TRAIN] and meta["held_out"] == [HELD_OUT]
+    assert npmp_main(["evaluate", "--primitives", str(out), "--experts-root", str(none),
+                      "--out", str(tmp_path / "report.json")]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [r["snippet"] for r in report["held_out"]["absolute"]] == [HELD_OUT] and "clips" not in report["train"]
+    # the planner's feedback law gives LFPC its Jacobians
+    assert npmp_main(["distill", "--data", str(data), *TINY_MODEL, "--scheme", "lfpc", "--out", str(tmp_path / "x")]) == 0
+    assert npmp_main(["collect", "--experts", "mpc", "--snippets", "no_such_snippet", "--data", str(data)]) == 2
+

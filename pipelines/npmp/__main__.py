@@ -23,14 +23,21 @@ ROOT = Path(__file__).resolve().parents[2]
 # the held-out ones get experts too (one-shot imitation is scored relative to them) but are never distilled.
 TRAIN_SNIPPETS = ("07_01-0", "08_02-0", "02_01-0", "09_01-0", "16_35-0", "02_03-0", "01_01-1", "01_01-2")
 HELD_OUT_SNIPPETS = ("07_02-0", "09_02-0")
+# MPC experts need no training, so every shipped snippet gets one; six clips of different kinds (and their mirror
+# images) are held out of distillation, the rest (56 snippets) are distilled
+MPC_HELD_OUT_CLIPS = ("07_02-0", "08_04-0", "09_02-0", "16_46-0", "02_03-0", "01_01-3")
 RUNS = ROOT / "runs"
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--experts-root", type=Path, default=RUNS / "experts", help="one expert run directory per snippet")
-    p.add_argument("--snippets", nargs="+", default=list(TRAIN_SNIPPETS), help="snippets distilled into the NPMP")
-    p.add_argument("--held-out", nargs="+", default=list(HELD_OUT_SNIPPETS),
-                   help="snippets with experts that are never distilled (one-shot imitation on unseen clips)")
+    p.add_argument("--snippets", nargs="+", help="snippets distilled into the NPMP (default: with svg0 experts "
+                   f"{', '.join(TRAIN_SNIPPETS)}; with mpc experts every snippet not held out; evaluate: the "
+                   "primitives' own)")
+    p.add_argument("--held-out", nargs="+",
+                   help="snippets never distilled (imitation of unseen clips); default: with svg0 experts "
+                        f"{', '.join(HELD_OUT_SNIPPETS)}; with mpc experts {', '.join(MPC_HELD_OUT_CLIPS)} and their "
+                        "mirror images; evaluate: the primitives' own")
     p.add_argument("--data", type=Path, default=RUNS / "npmp" / "data.h5")
     p.add_argument("--address", default=None, help="Ray cluster address (default: start a local one)")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray cluster (default: all)")
@@ -92,6 +99,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def resolve_snippets(args) -> None:
+    """Fill in the default train / held-out snippets for the kind of experts (``--experts``)."""
+    from envs.mocap.tracking import snippet_ids
+
+    if getattr(args, "experts", "svg0") == "mpc":
+        held_out = args.held_out or [s for c in MPC_HELD_OUT_CLIPS for s in (c, f"{c}-mirror")]
+        args.held_out = held_out
+        args.snippets = args.snippets or [s for s in snippet_ids() if s not in held_out]
+    else:
+        args.snippets, args.held_out = args.snippets or list(TRAIN_SNIPPETS), args.held_out or list(HELD_OUT_SNIPPETS)
+
+
 def collect(args) -> Path:
     from pipelines.npmp import data
     from agents.fanout import on_ray
@@ -123,7 +142,8 @@ def collect(args) -> Path:
                          dirs, address=args.address, num_cpus=args.num_cpus)
         meta = {"experts": "svg0"}
     return data.write_dataset(args.data, results, meta={"trajectories": args.trajectories,
-                                                        "action_noise_std": args.action_noise, **meta})
+                                                        "action_noise_std": args.action_noise,
+                                                        "held_out": list(args.held_out), **meta})
 
 
 def distill(args) -> Path:
@@ -133,6 +153,10 @@ def distill(args) -> Path:
 
     if not args.data.is_file():
         raise ModuleFileError(f"no NPMP data at {args.data} (run `python -m pipelines.npmp collect`)")
+    if args.snippets is None or args.held_out is None:   # the split the data was collected with
+        collected = NPMPDataset(args.data)
+        args.held_out = args.held_out if args.held_out is not None else list(collected.meta.get("held_out", []))
+        args.snippets = args.snippets or [s for s in collected.snippets if s not in args.held_out]
     dataset = NPMPDataset(args.data, snippets=args.snippets)
     model_config = NPMPConfig(state_dim=dataset.state_dim, action_dim=dataset.action_dim, latent_dim=args.latent_dim,
                               encoder_hidden=_widths(args.encoder_hidden), decoder_hidden=_widths(args.decoder_hidden),
@@ -163,36 +187,48 @@ def _widths(text: str) -> tuple[int, ...]:
 
 
 def evaluate(args) -> dict:
+    """Absolute closed-loop imitation of every train and held-out clip from the reference (no experts needed); with
+    expert runs under --experts-root (svg0 experts) also the seed's expert-relative one-shot imitation and the
+    latent-optimisation diagnostic."""
     import torch
 
     from priors.npmp import load_primitives, save_primitives
     from pipelines.npmp.data import Expert, expert_rollout
-    from pipelines.npmp.evaluate import evaluate_clip, summarise
-    from pipelines.npmp.experts import expert_dirs
+    from pipelines.npmp.evaluate import evaluate_clip, imitate_reference, summarise, summarise_absolute
+    from pipelines.npmp.experts import check_snippets, expert_dirs
 
     torch.set_num_threads(1)
     model, meta = load_primitives(args.primitives, args.device)
+    splits = {"train": args.snippets or meta.get("clips") or list(TRAIN_SNIPPETS),
+              "held_out": args.held_out or meta.get("held_out") or list(HELD_OUT_SNIPPETS)}
+    check_snippets([*splits["train"], *splits["held_out"]])
+    with_experts = args.experts_root.is_dir() and any(args.experts_root.iterdir())
     report = {"primitives": str(args.primitives), "beta": model.config.beta, "distill_steps": meta.get("steps"),
               "scheme": (meta.get("distill") or {}).get("scheme")}
-    for split, snippets in (("train", args.snippets), ("held_out", args.held_out)):
-        results = []
-        for directory in expert_dirs(args.experts_root, snippets):
-            expert = Expert(directory)
-            trajectory = expert_rollout(expert, seed=args.seed)
-            result = evaluate_clip(model, trajectory, directory.name, args.latent_iterations, args.seed)
-            print(f"{split} {directory.name}: " + ", ".join(f"{k} {v:.3g}" for k, v in result.items()
-                                                           if isinstance(v, float)), flush=True)
-            results.append(result)
-        report[split] = {"clips": results, "summary": summarise(results)}
+    for split, snippets in splits.items():
+        absolute = []
+        for snippet in snippets:
+            result = imitate_reference(model, snippet, args.seed)
+            print(f"{split} {snippet}: primitives {result['steps']}/{result['full_steps']} steps, "
+                  f"{result['reward_per_step']:.2f} per step; feed-forward {result['feed_forward_steps']} steps, "
+                  f"{result['feed_forward_reward_per_step']:.2f} per step", flush=True)
+            absolute.append(result)
+        report[split] = {"absolute": absolute, "absolute_summary": summarise_absolute(absolute)}
+        if with_experts:
+            relative = []
+            for directory in expert_dirs(args.experts_root, snippets):
+                trajectory = expert_rollout(Expert(directory), seed=args.seed)
+                relative.append(evaluate_clip(model, trajectory, directory.name, args.latent_iterations, args.seed))
+            report[split].update(clips=relative, summary=summarise(relative))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
+    summaries = {split: {k: v for k, v in report[split].items() if k.endswith("summary")} for split in splits}
     if not args.no_write_meta:
-        evaluation = {split: report[split]["summary"] for split in ("train", "held_out")}
         save_primitives(model, args.primitives, meta["obs_groups"],
                         **{k: v for k, v in meta.items() if k not in ("format", "version", "sha256", "config",
                                                                       "obs_groups", "evaluation")},
-                        evaluation=evaluation)
-    print(json.dumps({s: report[s]["summary"] for s in ("train", "held_out")}, indent=1))
+                        evaluation=summaries)
+    print(json.dumps(summaries, indent=1))
     return report
 
 
@@ -207,6 +243,8 @@ def main(argv=None) -> int:
             from pipelines.npmp.experts import run_experts
 
             return run_experts(args)
+        if args.command in ("collect", "all"):
+            resolve_snippets(args)
         if args.command == "collect":
             collect(args)
         elif args.command == "distill":
@@ -216,8 +254,9 @@ def main(argv=None) -> int:
         elif args.command == "all":
             from pipelines.npmp.experts import train_experts
 
-            train_experts([*args.snippets, *args.held_out], args.experts_root, args.steps, address=args.address,
-                          num_cpus=args.num_cpus, seed=args.seed, overrides=args.overrides)
+            if args.experts == "svg0":
+                train_experts([*args.snippets, *args.held_out], args.experts_root, args.steps, address=args.address,
+                              num_cpus=args.num_cpus, seed=args.seed, overrides=args.overrides)
             if not args.data.is_file():
                 collect(args)
             if not (args.out / "meta.json").is_file():

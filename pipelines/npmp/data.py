@@ -206,8 +206,9 @@ class Expert:
 class PlannerExpert:
     """A tracking expert that plans with the simulator (agents/mpc.py ``TrackingPlanner``) on one snippet, with the
     interface ``rollout`` uses. Not the seed's expert (§8.1 trains RL policies; docs/npmp.md says why): mu_E(s) is
-    the planner's command at the state the env's simulator is in, so the flat observation it is passed is not read,
-    and it has no Jacobian (LFPC, eqs 8.5-8.9, needs one; noisy-rollout BC, eq 8.4, does not)."""
+    the planner's command at the state the env's simulator is in, so the flat observation it is passed is not read.
+    Its Jacobian for LFPC (eqs 8.5-8.9) is that of its servo feedback with the plan held fixed
+    (``TrackingPlanner.feedback_jacobian``): a local linear feedback policy, which leaves out replanning."""
 
     residual_scale = None
 
@@ -242,8 +243,12 @@ class PlannerExpert:
         return self.planner.act()
 
     def mean_command_and_jacobian(self, flat_obs, reference_action=None):
-        raise ConfigError(f"the MPC expert of {self.snippet} has no policy Jacobian, which LFPC needs; collect "
-                          "noisy-rollout (BC) data from it")
+        """(the planner's command, the Jacobian of its feedback law with the plan held fixed): LFPC's J*_t."""
+        if not self.config.feedback_gain:
+            raise ConfigError(f"the MPC expert of {self.snippet} has no feedback (feedback_gain 0), so no "
+                              "Jacobian for LFPC; collect noisy-rollout (BC) data from it")
+        command = self.planner.act()
+        return command, self.planner.feedback_jacobian(command)
 
     def env_action(self, command: np.ndarray, reference_action: np.ndarray | None = None) -> np.ndarray:
         return np.asarray(command, np.float32)
@@ -329,12 +334,12 @@ def collect_expert(expert_dir: Path | str, trajectories: int, action_noise_std: 
 def collect_planner(snippet: str, trajectories: int, action_noise_std: float, perturbation_trajectories: int,
                     seed: int, settings: dict | None = None) -> dict:
     """``collect_expert`` for an MPC expert (``PlannerExpert``; ``settings``: agents.mpc.MPCConfig fields) on one
-    snippet: noisy-rollout BC data and a nominal trajectory without Jacobians."""
+    snippet: noisy-rollout BC data and a nominal trajectory, with its feedback Jacobians when it has feedback."""
     from agents.mpc import MPCConfig
 
     config = MPCConfig(**{"threads": 1, **(settings or {})})
     return collect_from(PlannerExpert(snippet, config), trajectories, action_noise_std, perturbation_trajectories,
-                        seed, with_jacobians=False)
+                        seed, with_jacobians=config.feedback_gain > 0)
 
 
 def collect_from(expert, trajectories: int, action_noise_std: float, perturbation_trajectories: int, seed: int,
@@ -508,8 +513,8 @@ class NPMPDataset:
         if perturbations < 1:
             raise ConfigError(f"perturbations must be >= 1, got {perturbations}")
         if "jacobians" not in self.nominal.data:
-            raise ConfigError(f"{self.path} has no LFPC Jacobians (its experts plan rather than hold a policy to "
-                              "differentiate); distil it with --scheme bc")
+            raise ConfigError(f"{self.path} has no LFPC Jacobians (its experts were planners without feedback); "
+                              "distil it with --scheme bc")
         state_index, action_index, state_ok, mask = self.nominal.windows(batch, length, generator)
         P, K = perturbations, LOOKAHEAD
         gen_device = generator.device if generator is not None else torch.device("cpu")

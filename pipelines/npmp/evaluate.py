@@ -95,6 +95,72 @@ def evaluate_clip(model, expert_trajectory: dict, snippet: str, latent_iteration
             "latent_opt_action_mse": [mse_before / actions.shape[1], mse_after / actions.shape[1]]}
 
 
+def reference_states(snippet: str, seed: int = 0, ref_path=None) -> np.ndarray:
+    """The proprioceptive states [T+1, S] of the snippet itself: the walker put on the reference at every frame
+    (``ReferencePlayback``) with its servos commanded to the reference (so the actuator activations it reports are
+    those of a perfect tracker). What the encoder reads when the primitives imitate a clip they are shown."""
+    kwargs = {"ref_path": ref_path} if ref_path is not None else {}
+    env = tracking.TrackingEnv([snippet], playback=True, reference="time", clip_start=True, seed=seed, **kwargs)
+    try:
+        obs, _ = env.reset(seed=seed)
+        states = [obs["proprio"]]
+        while True:
+            obs, _, terminated, truncated, _ = env.step(env.reference_action())
+            states.append(obs["proprio"])
+            if terminated or truncated:
+                return np.asarray(states, np.float32)
+    finally:
+        env.close()
+
+
+def feed_forward_run(snippet: str, seed: int = 0, ref_path=None) -> tuple[float, int]:
+    """(return, steps) of the feed-forward controller (servos commanded to the reference) from the first frame."""
+    kwargs = {"ref_path": ref_path} if ref_path is not None else {}
+    env = tracking.make(f"{tracking.TIMED_FAMILY}:{snippet}", seed=seed, clip_start=True, **kwargs)
+    try:
+        env.reset(seed=seed)
+        total, steps = 0.0, 0
+        while True:
+            _, reward, terminated, truncated, _ = env.step(env.reference_action())
+            total, steps = total + float(reward), steps + 1
+            if terminated or truncated:
+                return total, steps
+    finally:
+        env.close()
+
+
+@torch.no_grad()
+def imitate_reference(model, snippet: str, seed: int = 0, ref_path=None) -> dict:
+    """Closed-loop imitation of a clip in absolute terms: the encoder reads the clip's own states (its means),
+    the decoder acts from the clip's first frame. ``steps`` before the episode ended (a fall or drift past the
+    tracking threshold), ``full_steps`` of a never-terminated episode, ``reward_per_step`` (a perfect tracker earns
+    ``MAX_COMIC_REWARD`` = 1.45), and the same for the feed-forward controller the experts start from."""
+    states = reference_states(snippet, seed, ref_path)
+    device = next(model.parameters()).device
+    latents, _ = model.encode(torch.as_tensor(states, device=device)[None], sample=False)
+    total, steps = run_latents(model, snippet, latents[0], seed, ref_path)
+    ff_total, ff_steps = feed_forward_run(snippet, seed, ref_path)
+    full = len(states) - 1
+    return {"snippet": snippet, "full_steps": full, "steps": steps, "tracked_fraction": steps / full,
+            "reward_per_step": total / max(steps, 1), "return": total,
+            "feed_forward_steps": ff_steps, "feed_forward_reward_per_step": ff_total / ff_steps,
+            "feed_forward_return": ff_total}
+
+
+def summarise_absolute(results: list[dict]) -> dict:
+    if not results:
+        return {}
+    return {"clips": len(results),
+            "median_tracked_fraction": float(statistics.median(r["tracked_fraction"] for r in results)),
+            "tracked_to_end": sum(r["steps"] >= r["full_steps"] for r in results) / len(results),
+            "median_reward_per_step": float(statistics.median(r["reward_per_step"] for r in results)),
+            "median_feed_forward_tracked_fraction": float(statistics.median(
+                r["feed_forward_steps"] / r["full_steps"] for r in results)),
+            "median_feed_forward_reward_per_step": float(statistics.median(
+                r["feed_forward_reward_per_step"] for r in results)),
+            "above_feed_forward": sum(r["return"] > r["feed_forward_return"] for r in results)}
+
+
 def summarise(results: list[dict], threshold: float = 0.5) -> dict:
     """Medians of relative one-shot performance, and of the latent-optimisation diagnostic on the clips below
     ``threshold`` (the thesis's 43 % -> 78 % statistic)."""
