@@ -7,19 +7,24 @@ planners as its experts; seed 000 eqs 8.4-8.9 only need an expert that can be qu
 
 The controller (``TrackingPlanner``), at every control step t of a ``humanoid-track`` environment:
 1. reads the simulator's full physics state (``mj_getState``, mjSTATE_FULLPHYSICS) -- never the observation;
-2. parameterises the next ``horizon`` commands as the feed-forward servo targets of the reference (the clip's joint
-   angles of the next frame, envs/mocap/tracking.py ``feed_forward_actions``) plus a correction that is linear
-   between ``knots`` spline knots;
+2. commands, at each control step k of a ``horizon``, the feed-forward servo targets of the reference (the clip's
+   joint angles of the next frame, envs/mocap/tracking.py ``feed_forward_actions``) plus servo feedback
+   ``feedback_gain`` x (reference angle - joint angle) in command units, plus a correction that is linear between
+   ``knots`` spline knots -- the plan is the knots;
 3. samples ``candidates`` - 1 knot perturbations (Gaussian, std ``noise_std``) around the nominal knots and keeps the
    nominal itself (predictive sampling, Howell et al. 2022); ``method="cem"`` refits the nominal to the mean of the
    ``elites`` best over ``iterations`` rounds with a shrinking std (cross-entropy method, as hydrax);
 4. rolls every candidate out from the current state with ``mujoco.rollout`` (the environment's own step, run on
-   ``threads`` threads), holding each command for the control timestep's physics substeps;
+   ``threads`` threads), one call per control step because the feedback reads each candidate's state;
 5. scores each candidate by the CoMic tracking reward it would earn (``comic_reward``: the exact terms of the
    environment's reward, computed from the rolled-out states) summed over the horizon, where a step whose tracking
    error exceeds the environment's termination threshold earns nothing for the rest of the horizon;
 6. executes the first command of the best plan and keeps the plan, shifted by one control step, as the next
    nominal (warm start).
+The defaults (CEM, 3 rounds of 32 candidates, 0.6 s horizon, 2 knots, feedback gain 2) were chosen by the tracking
+they gave on one walk (07_01-0; docs/npmp.md has the table); quality on every shipped snippet is measured by
+benchmarks/experts.py. ``feedback_jacobian`` gives the Jacobian of the executed command with the plan held fixed,
+which the NPMP pipeline uses as LFPC's linear-feedback policy (seed 000 eqs 8.5-8.9).
 """
 from __future__ import annotations
 

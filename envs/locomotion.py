@@ -255,7 +255,7 @@ class MovingTarget(_Targets):
 
     def __init__(self):
         super().__init__(1)
-        self.steps_on_target = 0
+        self.steps_on_target = self.targets_reached = 0
 
     def _respawn(self, task, physics, random_state):
         self.set_position(physics, 0, task.sample_position(random_state, away_from=[task.root_position(physics)]))
@@ -264,6 +264,7 @@ class MovingTarget(_Targets):
     def initialize_episode(self, task, physics, random_state):
         super().initialize_episode(task, physics, random_state)
         self._respawn(task, physics, random_state)
+        self.targets_reached = 0
 
     def after_step(self, task, physics, random_state):
         on = self.on_target(task, physics, 0)
@@ -271,7 +272,12 @@ class MovingTarget(_Targets):
         self.steps_on_target = self.steps_on_target + 1 if on else 0
         if self.steps_on_target >= STEPS_BEFORE_RESPAWN:
             # before the observation is taken, so the agent sees the new target on the step that moved it
+            self.targets_reached += 1
             self._respawn(task, physics, random_state)
+
+    def episode_metrics(self):
+        """Targets reached (held for 10 steps, so that the target moved on) in the episode: what a user watches."""
+        return {"task/targets_reached": float(self.targets_reached)}
 
     def features(self, task, physics):
         return self.relative(task, physics, self.positions(physics))[0]

@@ -173,6 +173,7 @@ def test_moving_target_rewards_each_step_on_target_and_respawns_after_10_consecu
     assert np.linalg.norm(objective.positions(physics)[0, :2] - root[:2]) >= locomotion.MIN_TARGET_DISTANCE
     assert np.linalg.norm(obs["task"][:2]) > 1.5  # the observation already shows the respawned target
     assert env.step(zero)[1] == 0.0
+    assert objective.episode_metrics() == {"task/targets_reached": 1.0}   # the first five steps were not enough
 
 
 def test_moving_target_episode_is_25s():
