@@ -173,7 +173,8 @@ def one_line(error: BaseException) -> str:
     return f"{error.__class__.__name__}: {lines[0] if lines else ''}".rstrip(": ")
 
 
-MAX_CONSECUTIVE_FAILURES = 30  # lost chunks in a row after which an actor counts as broken, not restarting
+MAX_CONSECUTIVE_FAILURES = 30  # deaths in a row (chunks lost to a dying actor) after which it counts as broken
+RESTART_TIMEOUT_S = 300.0      # how long an actor may stay unavailable (restarting) before the run stops
 
 
 class RayActors:
@@ -187,7 +188,8 @@ class RayActors:
         worker = ray.remote(num_cpus=1, max_restarts=-1)(_ActorWorker)
         self.actors = [worker.remote(make_env, s, agent_name, agent_config, a * len(s)) for a, s in enumerate(seeds)]
         self.chunk, self.restarts = chunk, 0
-        self.failing = [0] * len(self.actors)  # consecutive lost chunks per actor
+        self.failing = [0] * len(self.actors)  # consecutive deaths per actor
+        self.unavailable_since: list[float | None] = [None] * len(self.actors)  # when an actor began restarting
         self.lost = [0] * len(self.actors)  # all lost chunks per actor
         self.weights = ray.put(agent.acting_state())
         self.pending: dict = {}
@@ -210,6 +212,13 @@ class RayActors:
         except ray.exceptions.RayTaskError as e:  # the actor's own code raised: a real error, not a lost process
             cause = e.cause if isinstance(e.cause, BaseException) else e
             raise EnvWorkerError(f"actor {a} failed: {one_line(cause)}") from None
+        except ray.exceptions.ActorUnavailableError as e:  # still restarting (slow on a loaded machine): wait
+            since = self.unavailable_since[a] = self.unavailable_since[a] or time.monotonic()
+            if time.monotonic() - since > RESTART_TIMEOUT_S:
+                raise EnvWorkerError(f"actor {a} did not come back within {RESTART_TIMEOUT_S:.0f} s "
+                                     f"({one_line(e)})") from None
+            time.sleep(1.0)
+            return self._lost_chunk(a)
         except ray.exceptions.RayActorError as e:  # killed or crashed: Ray restarts it, its chunk is lost
             self.restarts += 1
             self.failing[a] += 1
@@ -218,12 +227,15 @@ class RayActors:
             if self.failing[a] == 1:
                 print(f"actor {a} died; Ray restarts it and the learner goes on", file=sys.stderr, flush=True)
             time.sleep(0.1 * self.failing[a])  # give the restart a moment before asking again
-            self.lost[a] += 1
-            self._request(a, lost=self.lost[a])  # an actor that was only unreachable must not go on across the gap
-            return Experience([], [])
-        self.failing[a] = 0
+            return self._lost_chunk(a)
+        self.failing[a], self.unavailable_since[a] = 0, None
         self._request(a)
         return experience
+
+    def _lost_chunk(self, a: int) -> Experience:
+        self.lost[a] += 1
+        self._request(a, lost=self.lost[a])  # an actor that was only unreachable must not go on across the gap
+        return Experience([], [])
 
     def publish(self, agent) -> None:
         import ray

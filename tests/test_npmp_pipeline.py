@@ -72,6 +72,7 @@ def test_npmp_agent_trains_on_the_pipeline_primitives(pipeline):
     assert (work / "reuse" / "checkpoints").is_dir()
 
 
+@pytest.mark.slow   # about 2 minutes on 2 cores (a Ray cluster, 2 planned rollouts, 2 distillations)
 def test_mpc_experts_collect_distill_and_evaluate_without_any_training(tmp_path, capsys):
     """MPC experts need no runs: collect plans on the snippets, distill takes the split the data was collected
     with, and evaluate works with no experts directory (as on a fresh clone)."""

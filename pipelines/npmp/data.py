@@ -126,6 +126,8 @@ class Expert:
         if not hasattr(agent, "policy"):
             raise ConfigError(f"{self.run_dir}: agent {run.agent} has no Gaussian policy to take the mean of")
         self.policy = agent.policy.to(dtype).eval().requires_grad_(False)  # eval: NoisyLinear runs on its means
+        # the policy reads normalised observations when the expert was trained with obs_norm (svg0's default)
+        self.obs_norm = getattr(agent, "obs_norm", None)
         self.steps = int(meta["counters"]["env_steps"])
         self.proprio = self.layout.slices[STATE_GROUP]
         self.task = self.layout.slices["task"]
@@ -150,7 +152,7 @@ class Expert:
 
     def _mean(self, obs: torch.Tensor, reference_action, command: bool) -> torch.Tensor:
         """tanh(mean(s)), the policy's mean action (§8.1); with ``command`` the walker's command for it."""
-        policy_mean = torch.tanh(self.policy(obs).mean)
+        policy_mean = torch.tanh(self.policy(self.obs_norm(obs) if self.obs_norm is not None else obs).mean)
         if not command or self.residual_scale is None:
             return policy_mean
         if reference_action is None:
