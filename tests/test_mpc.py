@@ -76,6 +76,7 @@ def run_episode(env, act) -> tuple[int, float]:
             return steps, total
 
 
+@pytest.mark.slow   # ~40 s: the default planner over a whole 1.2 s run
 def test_planning_tracks_longer_than_the_feed_forward_controller(env):
     ff_steps, ff_return = run_episode(env, env.reference_action)
     planned = PlannedTrackingEnv(env, MPCConfig(seed=0))
