@@ -1,8 +1,7 @@
-"""Neural probabilistic motor primitives (seed 000 Ch 8): the model (``model.py``), the pipeline that builds it from
-motion capture -- tracking experts (``experts.py``), noisy-rollout and LFPC data (``data.py``), distillation
-(``distill.py``), one-shot imitation and the latent-optimisation diagnostic (``evaluate.py``) -- and the saved
-primitives that ``--agent npmp`` reuses as a frozen low-level controller. ``python -m pipelines.npmp --help`` runs the
-pipeline; docs/npmp.md describes it.
+"""Neural probabilistic motor primitives (seed 000 Ch 8): the model (``model.py``) and the saved primitives that
+``--agent npmp`` reuses as a frozen low-level controller. The pipeline that builds them from motion capture --
+tracking experts, noisy-rollout and LFPC data, distillation, evaluation -- lives in ``pipelines/npmp``
+(``python -m pipelines.npmp --help``; docs/npmp.md).
 
 Saved primitives are a module directory (priors/io.py: weights.safetensors + meta.json with the config, the
 observation groups the decoder reads, the clips, training steps, beta and evaluation numbers).
