@@ -40,7 +40,9 @@ import torch
 
 from agents.config import ConfigError
 from agents.protocol import AgentBase
-from envs.mocap.tracking import TERMINATION_ERROR_THRESHOLD
+from dm_control.locomotion.tasks.reference_pose.rewards import bounded_quat_dist
+
+from envs.mocap.tracking import TERMINATION_ERROR_THRESHOLD, servo_command
 
 METHODS = ("ps", "cem")
 
@@ -93,10 +95,9 @@ def interpolation_matrix(horizon: int, knots: int, shift: float = 0.0) -> np.nda
 
 
 def bounded_quat_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """dm_control's reference_pose.rewards.bounded_quat_dist without the trailing axis: 0.5 arccos(2 (a.b)^2 - 1)."""
-    a = a / np.linalg.norm(a, axis=-1, keepdims=True)
-    b = b / np.linalg.norm(b, axis=-1, keepdims=True)
-    return 0.5 * np.arccos(np.minimum(1.0, 2.0 * np.einsum("...i,...i", a, b) ** 2 - 1.0))
+    """dm_control's reference_pose.rewards.bounded_quat_dist (which normalises its arguments in place, hence the
+    copies) without its trailing axis."""
+    return bounded_quat_dist(np.array(a, np.float64), np.array(b, np.float64))[..., 0]
 
 
 def comic_reward(features: dict[str, np.ndarray], reference: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -132,7 +133,6 @@ class WalkerFeatures:
         self.bodies = np.asarray(bind(walker.mocap_tracking_bodies).element_id)
         self.root = int(bind(walker.root_body).element_id)
         self.appendages = np.asarray(bind(tuple(walker.end_effectors) + (walker.head,)).element_id)
-        self.nq, self.nv = self.model.nq, self.model.nv
 
     def __call__(self, qpos: np.ndarray, qvel: np.ndarray) -> dict[str, np.ndarray]:
         """Features of states qpos [N, nq], qvel [N, nv]."""
@@ -185,6 +185,11 @@ class TrackingPlanner:
         joints = [actuator.joint for actuator in env.walker.actuators]
         self.actuator_qpos = 1 + np.asarray(physics.bind(joints).qposadr).ravel()   # in the full state
         self.joint_low, self.joint_high = np.asarray(physics.bind(joints).range).T
+        # where each actuator's joint angle lies in the proprio observation (feedback_jacobian's columns)
+        slices = env.observation_slices("proprio")
+        observed = [joint.name for joint in env.walker.observable_joints]
+        self._joint_columns = (max(s.stop for s in slices.values()), slices["walker/joints_pos"].start
+                               + np.array([observed.index(joint.name) for joint in joints]))
 
         self.rng = np.random.default_rng(config.seed)
         self.threads = config.threads or os.cpu_count() or 1
@@ -224,19 +229,13 @@ class TrackingPlanner:
 
     def _servo_commands(self, states: np.ndarray) -> np.ndarray:
         """The servo commands that would hold each actuated joint where it is, for full states [N, state]."""
-        angles = states[:, self.actuator_qpos]
-        return 2.0 * (angles - self.joint_low) / (self.joint_high - self.joint_low) - 1.0
+        return servo_command(states[:, self.actuator_qpos], self.joint_low, self.joint_high)
 
     def feedback_jacobian(self, command: np.ndarray) -> np.ndarray:
         """d command / d proprio [actuators, proprio size]: the executed control law's derivative at the current step
         with the plan held fixed -- the servo feedback on each actuator's own joint angle (the ``joints_pos``
         observation), zero where the command is clipped. It leaves out how replanning would respond to the state."""
-        slices = self.env.observation_slices("proprio")
-        size = max(s.stop for s in slices.values())
-        joints = self.env.walker.observable_joints
-        names = [joint.name for joint in joints]
-        columns = slices["walker/joints_pos"].start + np.array([names.index(a.joint.name)
-                                                              for a in self.env.walker.actuators])
+        size, columns = self._joint_columns
         jacobian = np.zeros((len(self.actuators), size), np.float32)
         slope = -self.config.feedback_gain * 2.0 / (self.joint_high - self.joint_low)
         jacobian[np.arange(len(self.actuators)), columns] = slope * (np.abs(command) < 1.0)
@@ -312,12 +311,12 @@ class PlannedTrackingEnv(gym.Wrapper):
     def __init__(self, env, config: MPCConfig):
         super().__init__(env)
         self.planner = TrackingPlanner(env, config)
-        self._seconds = self._steps = 0.0
+        self._seconds, self._steps = 0.0, 0
 
     def reset(self, **kwargs):
         obs, info = self.env.reset(**kwargs)
         self.planner.reset()
-        self._seconds = self._steps = 0
+        self._seconds, self._steps = 0.0, 0
         return obs, info
 
     def step(self, action):

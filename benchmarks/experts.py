@@ -43,15 +43,12 @@ TRACKED_TARGET, RELATIVE_TARGET = 0.9, 0.7
 
 
 def run_controller(env, act) -> dict:
-    """Run one episode of ``env`` (already built with clip_start) with ``act() -> command``."""
-    env.reset(seed=0)
-    steps, total = 0, 0.0
-    while True:
-        _, reward, terminated, truncated, _ = env.step(act())
-        steps, total = steps + 1, total + reward
-        if terminated or truncated:
-            return {"steps_tracked": steps, "tracked_to_end": not terminated, "return": total,
-                    "reward_per_step": total / steps}
+    """One episode of ``env`` (built with clip_start) with ``act() -> command``, as a record."""
+    from pipelines.npmp.evaluate import run_episode
+
+    total, steps, terminated = run_episode(env, act, seed=0)
+    return {"steps_tracked": steps, "tracked_to_end": not terminated, "return": total,
+            "reward_per_step": total / steps}
 
 
 def measure(args: tuple) -> tuple[str, dict]:
@@ -112,7 +109,7 @@ def summarise(table: dict[str, dict]) -> dict:
 
 def report(result: dict) -> str:
     lines = ["| snippet | steps | MPC tracked | MPC reward/step | MPC relative | feed-forward tracked | "
-             f"feed-forward relative | s / control step |", "|---|---|---|---|---|---|---|---|"]
+             "feed-forward relative | s / control step |", "|---|---|---|---|---|---|---|---|"]
     for sid, r in sorted(result["snippets"].items()):
         m, f = r["mpc"], r["feed_forward"]
         lines.append(f"| {sid} | {r['full_steps']} | {m['steps_tracked']} | {m['reward_per_step']:.2f} | "

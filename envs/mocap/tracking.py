@@ -120,6 +120,12 @@ def build_task(clips: list[str], ref_path: str | Path = DEFAULT_OUTPUT, playback
     return task
 
 
+def servo_command(angles, low, high):
+    """The position-servo command that targets joint ``angles`` (the actuators map [-1, 1] linearly onto each
+    joint's range [low, high])."""
+    return 2.0 * (angles - low) / (high - low) - 1.0
+
+
 class ServoStartTracking(tracking.MultiClipMocapTracking):
     """dm_control's tracking task with the position servos' activations set to hold the start pose.
 
@@ -134,7 +140,7 @@ class ServoStartTracking(tracking.MultiClipMocapTracking):
         actuators = physics.bind(self._walker.actuators)
         joints = physics.bind([actuator.joint for actuator in self._walker.actuators])
         low, high = joints.range.T
-        actuators.act = np.clip(2.0 * (joints.qpos - low) / (high - low) - 1.0, -1.0, 1.0)
+        actuators.act = np.clip(servo_command(joints.qpos, low, high), -1.0, 1.0)
 
 
 class ReferencePlayback(ServoStartTracking):
@@ -193,8 +199,7 @@ class TrackingEnv(DMEnv):
             low, high = physics.bind(joints).range.T
             with h5py.File(self._ref_path, "r") as f:
                 angles = f[clip]["walkers/walker_0/joints"][()][rows].T  # [num_steps, actuators]
-            self._reference_actions[clip] = np.clip(2.0 * (angles - low) / (high - low) - 1.0, -1.0,
-                                                    1.0).astype(np.float32)
+            self._reference_actions[clip] = np.clip(servo_command(angles, low, high), -1.0, 1.0).astype(np.float32)
         return self._reference_actions[clip]
 
     def reference_action(self) -> np.ndarray:

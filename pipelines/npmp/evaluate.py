@@ -113,18 +113,23 @@ def reference_states(snippet: str, seed: int = 0, ref_path=None) -> np.ndarray:
         env.close()
 
 
+def run_episode(env, act, seed: int = 0) -> tuple[float, int, bool]:
+    """(return, steps, terminated) of one episode of ``env`` with ``act() -> command`` at every step."""
+    env.reset(seed=seed)
+    total, steps = 0.0, 0
+    while True:
+        _, reward, terminated, truncated, _ = env.step(act())
+        total, steps = total + float(reward), steps + 1
+        if terminated or truncated:
+            return total, steps, bool(terminated)
+
+
 def feed_forward_run(snippet: str, seed: int = 0, ref_path=None) -> tuple[float, int]:
     """(return, steps) of the feed-forward controller (servos commanded to the reference) from the first frame."""
     kwargs = {"ref_path": ref_path} if ref_path is not None else {}
     env = tracking.make(f"{tracking.TIMED_FAMILY}:{snippet}", seed=seed, clip_start=True, **kwargs)
     try:
-        env.reset(seed=seed)
-        total, steps = 0.0, 0
-        while True:
-            _, reward, terminated, truncated, _ = env.step(env.reference_action())
-            total, steps = total + float(reward), steps + 1
-            if terminated or truncated:
-                return total, steps
+        return run_episode(env, env.reference_action, seed)[:2]
     finally:
         env.close()
 
