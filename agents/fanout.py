@@ -1,8 +1,12 @@
 """A generic fan-out on Ray: ``on_ray(fn, items)`` is ``[fn(item) for item in items]`` with one Ray task per item,
 on a local cluster by default or a real one with ``address``. Used by the NPMP pipeline (experts, reports, data
-collection) and the benchmarks that spread independent runs over cores or machines."""
+collection) and the benchmarks that spread independent runs over cores or machines.
+
+``on_processes`` is the same contract on a local process pool, for one machine where Ray is not installed (the
+lent GPU machines: Ray's wheel is too large to carry there); ``fan_out`` picks one of the two."""
 from __future__ import annotations
 
+import multiprocessing as mp
 import sys
 import time
 
@@ -59,13 +63,58 @@ def on_ray(fn, items, address: str | None = None, num_cpus: int | None = None, c
             except ray.exceptions.RayError as e:       # the worker died (out of memory, node lost)
                 failures[names[i]] = one_line(e)
                 outcome = f"FAILED ({failures[names[i]]})"
-            if not quiet:
-                finished = len(items) - len(pending)
-                print(f"[{finished}/{len(items)}] {names[i]} {outcome} after {time.monotonic() - start:.0f} s",
-                      file=sys.stderr, flush=True)
+            _report(quiet, len(items) - len(pending), len(items), names[i], outcome, start)
     finally:
         if started:
             ray.shutdown()
     if failures:
         raise FanOutError({n: failures[n] for n in names if n in failures}, results)
     return results
+
+
+def _report(quiet: bool, finished: int, total: int, name: str, outcome: str, start: float) -> None:
+    if not quiet:
+        print(f"[{finished}/{total}] {name} {outcome} after {time.monotonic() - start:.0f} s", file=sys.stderr,
+              flush=True)
+
+
+def on_processes(fn, items, workers: int, label=str, quiet: bool = False) -> list:
+    """``on_ray``'s contract on ``workers`` fresh local processes (spawned, one item each, so no state leaks between
+    items): results in item order, a line per finished item, ``FanOutError`` naming the items that raised. ``fn``
+    must pickle by reference (a module-level function, or ``functools.partial`` of one): no lambdas."""
+    from agents.actors import one_line
+
+    items = list(items)
+    if not items:
+        return []
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    names = [label(item) for item in items]
+    results: list = [None] * len(items)
+    failures: dict[str, str] = {}
+    start = time.monotonic()
+    with mp.get_context("spawn").Pool(min(workers, len(items)), maxtasksperchild=1) as pool:
+        handles = [pool.apply_async(fn, (item,)) for item in items]
+        pending = set(range(len(items)))
+        while pending:
+            time.sleep(0.5)
+            for i in [i for i in sorted(pending) if handles[i].ready()]:
+                pending.discard(i)
+                try:
+                    results[i] = handles[i].get()
+                    outcome = "done"
+                except Exception as e:  # the item's own exception; the others go on
+                    failures[names[i]] = one_line(e)
+                    outcome = f"FAILED ({failures[names[i]]})"
+                _report(quiet, len(items) - len(pending), len(items), names[i], outcome, start)
+    if failures:
+        raise FanOutError({n: failures[n] for n in names if n in failures}, results)
+    return results
+
+
+def fan_out(fn, items, address: str | None = None, num_cpus: int | None = None, processes: int | None = None,
+            label=str, quiet: bool = False) -> list:
+    """``on_processes(fn, items, processes)`` when ``processes`` is given, else ``on_ray`` (one CPU per item)."""
+    if processes is not None:
+        return on_processes(fn, items, processes, label=label, quiet=quiet)
+    return on_ray(fn, items, address=address, num_cpus=num_cpus, label=label, quiet=quiet)

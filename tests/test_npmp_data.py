@@ -3,6 +3,7 @@
 Two experts (two snippets) are trained for a few hundred steps with tiny networks; they fall early, which is what
 the masks of short trajectories need."""
 import json
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -173,7 +174,7 @@ def test_hdf5_roundtrip_and_masks_of_short_trajectories(collected):
     bc = results[0]["bc"]
     lengths = [len(dataset.trajectory(s, "bc", i)["actions"]) for s in dataset.snippets for i in range(TRAJECTORIES)]
     length = max(lengths) + 3  # longer than every trajectory: every window is padded
-    states, actions, mask = dataset.sample_bc(64, length, torch.Generator().manual_seed(0))
+    states, actions, mask, _ = dataset.sample_bc(64, length, torch.Generator().manual_seed(0))
     assert states.shape == (64, length + LOOKAHEAD, 224) and actions.shape == (64, length, 56)
     trajectories = [dataset.trajectory(s, "bc", i) for s in dataset.snippets for i in range(TRAJECTORIES)]
     for row in range(64):
@@ -190,7 +191,7 @@ def test_hdf5_roundtrip_and_masks_of_short_trajectories(collected):
     np.testing.assert_array_equal(dataset.trajectory(SNIPPETS[0], "bc", 0)["states"],
                                   bc["states"][:bc["lengths"][0] + 1])
     # one-step windows: any valid step t of any trajectory, s_{t..t+K} and mu_E(s_t), all with mask 1
-    states, actions, mask = dataset.sample_bc(64, 1, torch.Generator().manual_seed(2), device="cpu")
+    states, actions, mask, _ = dataset.sample_bc(64, 1, torch.Generator().manual_seed(2), device="cpu")
     assert mask.all()
     starts = set()
     for row in range(64):
@@ -213,7 +214,7 @@ def test_lfpc_targets_are_linear_feedback_and_match_finite_differences(experts, 
     dataset = NPMPDataset(path, snippets=[SNIPPETS[0]])
     nominal = dataset.trajectory(SNIPPETS[0])
     B, P, L = 3, 4, 4
-    states, targets, mask = dataset.sample_lfpc(B, L, P, torch.Generator().manual_seed(0))
+    states, targets, mask, _ = dataset.sample_lfpc(B, L, P, torch.Generator().manual_seed(0))
     assert states.shape == (B * P, L + LOOKAHEAD, 224) and targets.shape == (B * P, L, 56)
     for row in range(B * P):
         start = int(np.argmin(np.abs(nominal["states"] - states[row, 0].numpy()).sum(1)))
@@ -256,7 +257,7 @@ def test_held_out_snippets_are_excluded(collected):
     results, path = collected
     dataset = NPMPDataset(path, snippets=[SNIPPETS[1]])
     held_out = {tuple(np.round(s, 5)) for s in results[0]["bc"]["states"][1:]}
-    states, _, mask = dataset.sample_bc(32, 5, torch.Generator().manual_seed(1))
+    states, _, mask, _ = dataset.sample_bc(32, 5, torch.Generator().manual_seed(1))
     kept = results[1]["bc"]["states"]
     for row in states[:, 1].numpy():  # s_1 differs between snippets (s_0 is each clip's first frame)
         assert np.abs(kept - row).sum(1).min() == 0 and tuple(np.round(row, 5)) not in held_out
@@ -296,3 +297,50 @@ def test_expert_rollout_is_the_noise_free_nominal_trajectory(experts, collected)
     np.testing.assert_allclose(trajectory["mean_actions"], nominal["mean_actions"], atol=1e-5)
     np.testing.assert_allclose(trajectory["actions"], trajectory["mean_actions"], atol=1e-6)
     assert trajectory["terminated"] == bool(nominal["terminated"][0]) and "jacobians" not in trajectory
+
+
+def test_reference_lookahead_reads_the_clip_at_the_windows_time_indices(collected):
+    from pipelines.npmp.evaluate import reference_states
+
+    results, path = collected
+    dataset = NPMPDataset(path, lookahead_source="reference")
+    clips = {s: reference_states(s) for s in dataset.snippets}
+    trajectories = [(s, dataset.trajectory(s, "bc", i)) for s in dataset.snippets for i in range(TRAJECTORIES)]
+    batch = dataset.sample_bc(32, 3, torch.Generator().manual_seed(3))
+    assert batch.lookahead.shape == batch.states.shape
+    for row in range(32):
+        # find the window's trajectory and start t by its states; its look-ahead is the clip at t .. t+L+K
+        found = [(s, t) for s, tr in trajectories for t in range(len(tr["states"]) - 3 - LOOKAHEAD + 1)
+                 if np.array_equal(batch.states[row].numpy(), tr["states"][t:t + 3 + LOOKAHEAD])]
+        assert found
+        snippet, t = found[0]
+        np.testing.assert_array_equal(batch.lookahead[row].numpy(), clips[snippet][t:t + 3 + LOOKAHEAD])
+    # LFPC: the P perturbed copies of a subsequence share one unperturbed reference look-ahead
+    lfpc = dataset.sample_lfpc(2, 3, 2, torch.Generator().manual_seed(4))
+    assert torch.equal(lfpc.lookahead[0], lfpc.lookahead[1]) and not torch.equal(lfpc.states[0], lfpc.states[1])
+    assert NPMPDataset(path).sample_bc(2, 3).lookahead is None
+    with pytest.raises(ConfigError, match="lookahead_source"):
+        NPMPDataset(path, lookahead_source="clip")
+
+
+def test_collection_parts_resume_and_refuse_other_settings(collected, tmp_path):
+    results, _ = collected
+    jobs = [data.CollectJob(r["snippet"], "unused", str(tmp_path / "parts" / f"{r['snippet']}.h5"), i, 1, 0.1, 1,
+                            meta={"seed": i}) for i, r in enumerate(results)]
+    assert not data.finished_part(jobs[0])
+    for job, result in zip(jobs, results):
+        data.write_dataset(job.path, [result], meta=job.meta)
+    assert all(data.finished_part(job) for job in jobs)
+    with pytest.raises(ConfigError, match="collected with other settings"):
+        data.finished_part(data.CollectJob(**{**jobs[0].__dict__, "meta": {"seed": 7}}))
+    merged = data.merge_parts([job.path for job in jobs], tmp_path / "merged.h5", meta={"note": "merged"})
+    back, meta = data.read_results(merged)
+    assert meta == {"note": "merged"} and [r["snippet"] for r in back] == [r["snippet"] for r in results]
+    for a, b in zip(back, results):
+        for part in ("bc", "nominal"):
+            for key in a[part]:
+                np.testing.assert_array_equal(a[part][key], b[part][key])
+    np.testing.assert_allclose(NPMPDataset(merged).delta_std.numpy(), data.estimate_delta_std(results), rtol=1e-6)
+    Path(jobs[0].path).write_bytes(b"not hdf5")
+    with pytest.raises(ConfigError, match="missing or corrupt"):
+        data.finished_part(jobs[0])

@@ -103,6 +103,17 @@ def test_failing_item_is_named_and_others_complete(capsys):
     assert not ray.is_initialized()   # the local cluster it started is shut down
 
 
+def test_process_fan_out_has_the_same_contract(capsys):
+    # for a machine without Ray: fresh spawned processes, results in item order, failures named
+    with pytest.raises(fanout.FanOutError) as caught:
+        fanout.fan_out(experts.reference_score, ["no_such_snippet", "09_02-0"], processes=2)
+    error = caught.value
+    assert list(error.failures) == ["no_such_snippet"] and "unknown snippet" in error.failures["no_such_snippet"]
+    assert error.results[0] is None and error.results[1]["full_steps"] == 30
+    assert "no_such_snippet FAILED" in capsys.readouterr().err
+    assert fanout.on_processes(experts.reference_score, [], 2) == []
+
+
 def cli(*argv, default_snippets=None):
     parser = argparse.ArgumentParser()
     experts.add_experts_parser(parser.add_subparsers(dest="command", required=True), default_snippets)

@@ -36,6 +36,13 @@ def test_windows_stack_the_lookahead_states():
     assert x[0, 1].tolist() == [2, 3, 4, 5, 6, 7]  # x_1 = [s_1, s_2, s_3]
     with pytest.raises(ValueError, match="lookahead"):
         model.windows(states[:, :2])
+    # a reference look-ahead: x_t = [s_t, r_{t+1}, ..., r_{t+K}] (the current state stays the trajectory's)
+    reference = -states
+    assert model.windows(states, reference)[0, 1].tolist() == [2, 3, -4, -5, -6, -7]
+    with pytest.raises(ValueError, match="do not match"):
+        model.windows(states, reference[:, :4])
+    with pytest.raises(ValueError, match="lookahead_source"):
+        NPMPConfig(state_dim=2, action_dim=1, lookahead_source="clip").validate()
 
 
 def normal_log_prob(x, mean, std):

@@ -64,6 +64,14 @@ def snippet_ids(ref_path: str | Path = DEFAULT_OUTPUT) -> list[str]:
         return sorted(f.keys())
 
 
+def snippet_frames(snippet: str, ref_path: str | Path = DEFAULT_OUTPUT) -> int:
+    """The number of mocap frames of ``snippet`` (its length: one control step per frame)."""
+    if snippet not in snippet_ids(ref_path):
+        raise EnvError(f"unknown snippet {snippet!r}")
+    with h5py.File(ref_path, "r") as f:
+        return int(f[snippet].attrs["num_steps"])
+
+
 def names() -> list[str]:
     return [f for family in FAMILIES for f in (family, *(f"{family}:{sid}" for sid in snippet_ids()))]
 

@@ -48,7 +48,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 def _collect_args(p):
     p.add_argument("--experts", choices=("svg0", "mpc"), default="svg0",
                    help="svg0: the trained runs under --experts-root; mpc: plan with the simulator (agents/mpc.py), "
-                        "no training needed, BC data only (no LFPC Jacobians)")
+                        "no training needed; LFPC Jacobians from its feedback law")
     p.add_argument("--planner-set", action="append", default=[], metavar="KEY=VALUE",
                    help="MPC setting of the mpc experts (agents.mpc.MPCConfig)")
     p.add_argument("--trajectories", type=int, default=20,
@@ -56,6 +56,8 @@ def _collect_args(p):
     p.add_argument("--action-noise", type=float, default=0.1, help="std of the rollouts' action noise")
     p.add_argument("--perturbation-trajectories", type=int, default=3,
                    help="noisy rollouts per expert used to estimate the LFPC perturbation distribution")
+    p.add_argument("--processes", type=int, default=None,
+                   help="collect on this many local processes instead of Ray (a machine without Ray)")
 
 
 def _distill_args(p):
@@ -65,6 +67,9 @@ def _distill_args(p):
     p.add_argument("--distill-steps", type=int, default=2000)
     p.add_argument("--batch", type=int, default=64, help="BC subsequences per update (thesis: 512)")
     p.add_argument("--latent-dim", type=int, default=60)
+    p.add_argument("--lookahead", choices=("trajectory", "reference"), default="trajectory",
+                   help="what the encoder's look-ahead reads: the trajectory's own future states (the thesis) or the "
+                        "clip's reference states (for experts that do not track closely; priors/npmp/model.py)")
     p.add_argument("--encoder-hidden", default="1024,1024")
     p.add_argument("--decoder-hidden", default="1024,1024,1024")
     p.add_argument("--logdir", type=Path, default=None,
@@ -111,39 +116,57 @@ def resolve_snippets(args) -> None:
         args.snippets, args.held_out = args.snippets or list(TRAIN_SNIPPETS), args.held_out or list(HELD_OUT_SNIPPETS)
 
 
-def collect(args) -> Path:
-    from pipelines.npmp import data
-    from agents.fanout import on_ray
-    from pipelines.npmp.experts import expert_dirs
+def collection_jobs(args) -> tuple[list, dict]:
+    """One ``CollectJob`` per snippet (its part under ``<data>.parts/``, seed ``--seed`` + its index), and the
+    collection's settings (the merged file's meta)."""
+    import dataclasses
 
     from agents.config import apply_overrides, split_overrides
     from agents.mpc import MPCConfig
+    from pipelines.npmp import data
+    from pipelines.npmp.experts import check_snippets, expert_dirs
 
     snippets = [*args.snippets, *args.held_out]
-    if args.experts == "mpc":
-        import dataclasses
-
-        from pipelines.npmp.experts import check_snippets
-
+    if args.experts == "mpc":   # held-out clips need no data: evaluation runs closed loop from the reference
         check_snippets(snippets)
+        snippets = list(args.snippets)
         settings = dataclasses.asdict(apply_overrides(MPCConfig(threads=1), split_overrides(args.planner_set)))
-        results = on_ray(lambda s: data.collect_planner(s, trajectories=args.trajectories,
-                                                        action_noise_std=args.action_noise,
-                                                        perturbation_trajectories=args.perturbation_trajectories,
-                                                        seed=args.seed, settings=settings),
-                         snippets, address=args.address, num_cpus=args.num_cpus)
-        meta = {"experts": "mpc", "planner": settings}
+        sources, expert_meta = ["mpc"] * len(snippets), {"experts": "mpc", "planner": settings}
     else:
-        dirs = expert_dirs(args.experts_root, snippets)
-        results = on_ray(lambda d: data.collect_expert(d, trajectories=args.trajectories,
-                                                       action_noise_std=args.action_noise,
-                                                       perturbation_trajectories=args.perturbation_trajectories,
-                                                       seed=args.seed),
-                         dirs, address=args.address, num_cpus=args.num_cpus)
-        meta = {"experts": "svg0"}
-    return data.write_dataset(args.data, results, meta={"trajectories": args.trajectories,
-                                                        "action_noise_std": args.action_noise,
-                                                        "held_out": list(args.held_out), **meta})
+        settings, expert_meta = None, {"experts": "svg0"}
+        sources = [str(d) for d in expert_dirs(args.experts_root, snippets)]
+    collection = {"trajectories": args.trajectories, "action_noise_std": args.action_noise,
+                  "perturbation_trajectories": args.perturbation_trajectories, **expert_meta}
+    collection = json.loads(json.dumps(collection))   # as stored (tuples become lists)
+    parts = args.data.with_suffix(".parts")
+    jobs = [data.CollectJob(snippet, source, str(parts / f"{snippet}.h5"), args.seed + i, args.trajectories,
+                            args.action_noise, args.perturbation_trajectories, settings,
+                            {**collection, "seed": args.seed + i})
+            for i, (snippet, source) in enumerate(zip(snippets, sources))]
+    return jobs, {**collection, "seed": args.seed, "held_out": list(args.held_out)}
+
+
+def collect(args) -> Path:
+    """Collect every snippet into its own part file under ``<data>.parts/`` (kept: a rerun collects only the
+    snippets still missing), then merge the parts into ``--data``."""
+    from agents.config import ConfigError
+    from agents.fanout import FanOutError, fan_out
+    from envs.mocap.tracking import snippet_frames
+    from pipelines.npmp import data
+
+    jobs, meta = collection_jobs(args)
+    parts = args.data.with_suffix(".parts")
+    todo = [job for job in jobs if not data.finished_part(job)]
+    todo.sort(key=lambda job: snippet_frames(job.snippet))   # the shortest first: a stopped run has the most snippets
+    if len(todo) < len(jobs):
+        print(f"{len(jobs) - len(todo)} of {len(jobs)} snippets already collected in {parts}", file=sys.stderr)
+    try:
+        fan_out(data.run_collect_job, todo, address=args.address, num_cpus=args.num_cpus, processes=args.processes,
+                label=lambda job: job.snippet)
+    except FanOutError as e:
+        raise ConfigError(f"{e}; the finished snippets are kept in {parts}: rerun the same command to collect "
+                          "the rest") from None
+    return data.merge_parts([job.path for job in jobs], args.data, meta=meta)
 
 
 def distill(args) -> Path:
@@ -157,10 +180,10 @@ def distill(args) -> Path:
         collected = NPMPDataset(args.data)
         args.held_out = args.held_out if args.held_out is not None else list(collected.meta.get("held_out", []))
         args.snippets = args.snippets or [s for s in collected.snippets if s not in args.held_out]
-    dataset = NPMPDataset(args.data, snippets=args.snippets)
+    dataset = NPMPDataset(args.data, snippets=args.snippets, lookahead_source=args.lookahead)
     model_config = NPMPConfig(state_dim=dataset.state_dim, action_dim=dataset.action_dim, latent_dim=args.latent_dim,
                               encoder_hidden=_widths(args.encoder_hidden), decoder_hidden=_widths(args.decoder_hidden),
-                              beta=args.beta)
+                              beta=args.beta, lookahead_source=args.lookahead)
     config = DistillConfig(scheme=args.scheme, steps=args.distill_steps, batch=args.batch, seed=args.seed)
     run(dataset, args.out, model_config, config, {"proprio": dataset.state_dim}, device=args.device,
         meta={"held_out": list(args.held_out), "data": _repo_relative(args.data)},

@@ -70,7 +70,9 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import h5py
 import numpy as np
@@ -380,7 +382,8 @@ def estimate_delta_std(per_expert_results: list[dict]) -> np.ndarray:
 def write_dataset(path: Path | str, per_expert_results: list[dict], delta_std: np.ndarray | None = None,
                   meta: dict | None = None) -> Path:
     """Write the HDF5 file (module docstring) atomically: readers see the old file or the complete new one.
-    ``delta_std`` None: estimated from the results (``estimate_delta_std``)."""
+    ``delta_std`` None: estimated from the results (``estimate_delta_std``). Arrays are gzip-compressed: the
+    planners' feedback Jacobians are mostly zeros (they read the joint angles only) and shrink ~50-fold."""
     path = Path(path)
     if delta_std is None:
         delta_std = estimate_delta_std(per_expert_results)
@@ -401,13 +404,75 @@ def write_dataset(path: Path | str, per_expert_results: list[dict], delta_std: n
                 group.create_dataset("deviation_sq_sum", data=result["deviation_sq_sum"])
                 for part in ("bc", "nominal"):
                     for key, array in result[part].items():
-                        group.create_dataset(f"{part}/{key}", data=array)
+                        compress = {"compression": "gzip", "shuffle": True} if array.size > 1024 else {}
+                        group.create_dataset(f"{part}/{key}", data=array, **compress)
         fsync_path(tmp)
         os.replace(tmp, path)
         fsync_path(path.parent)
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def read_results(path: Path | str) -> tuple[list[dict], dict]:
+    """The per-expert results (as ``collect_from`` returns them) and the meta of a file ``write_dataset`` wrote."""
+    path = Path(path)
+    try:
+        with h5py.File(path, "r") as f:
+            if f.attrs.get("format") != FORMAT or f.attrs.get("version") != VERSION:
+                raise ConfigError(f"{path} is not a {FORMAT} v{VERSION} file")
+            results = [{"snippet": snippet, "attrs": dict(group.attrs),
+                        "deviation_sq_sum": group["deviation_sq_sum"][()],
+                        **{part: {k: v[()] for k, v in group[part].items()} for part in ("bc", "nominal")}}
+                       for snippet, group in f.items() if isinstance(group, h5py.Group)]
+            return results, json.loads(f.attrs["meta"])
+    except (OSError, KeyError, ValueError) as e:
+        raise ConfigError(f"{path} is missing or corrupt ({e.__class__.__name__}: {e})") from None
+
+
+@dataclass(frozen=True)
+class CollectJob:
+    """One snippet's share of a collection, written to its own file ``path`` (a "part") as soon as it is done, so a
+    collection that stops (a killed worker or driver, a deadline) keeps every finished snippet and resumes with the
+    rest. ``expert``: "mpc" (a planner on ``snippet`` with MPCConfig ``settings``) or an svg0 expert run directory;
+    ``meta`` is stored in the part and must match for the part to be reused."""
+    snippet: str
+    expert: str
+    path: str
+    seed: int
+    trajectories: int
+    action_noise_std: float
+    perturbation_trajectories: int
+    settings: dict | None = None
+    meta: dict | None = None
+
+
+def run_collect_job(job: CollectJob) -> str:
+    """Collect ``job.snippet`` and write its part file (atomically); returns the part's path."""
+    if job.expert == "mpc":
+        result = collect_planner(job.snippet, job.trajectories, job.action_noise_std, job.perturbation_trajectories,
+                                 job.seed, job.settings)
+    else:
+        result = collect_expert(job.expert, job.trajectories, job.action_noise_std, job.perturbation_trajectories,
+                                job.seed)
+    return str(write_dataset(job.path, [result], meta=job.meta))
+
+
+def finished_part(job: CollectJob) -> bool:
+    """Whether ``job``'s part exists and was collected with the same settings (``ConfigError`` if it differs or
+    is unreadable: the user decides whether to delete it)."""
+    if not Path(job.path).is_file():
+        return False
+    results, meta = read_results(job.path)
+    if [r["snippet"] for r in results] != [job.snippet] or meta != job.meta:
+        raise ConfigError(f"{job.path} was collected with other settings ({meta}); delete it to collect "
+                          f"{job.snippet} again with these ({job.meta})")
+    return True
+
+
+def merge_parts(paths: list[Path | str], out_path: Path | str, meta: dict) -> Path:
+    """One dataset from part files (snippets in the order given; Delta re-estimated over all of them)."""
+    return write_dataset(out_path, [r for p in paths for r in read_results(p)[0]], meta=meta)
 
 
 def collect(expert_dirs: list[Path | str], out_path: Path | str, trajectories_per_expert: int = 100,
@@ -420,10 +485,32 @@ def collect(expert_dirs: list[Path | str], out_path: Path | str, trajectories_pe
     return write_dataset(out_path, results, estimate_delta_std(results), meta)
 
 
+class Windows(NamedTuple):
+    """Subsequence windows into a ``_Trajectories`` store: indices [B, L+K] / [B, L], validity, the trajectory each
+    window comes from [B] and its time indices t [B, L+K] (steps since the clip's first frame)."""
+    state_index: torch.Tensor
+    action_index: torch.Tensor
+    state_ok: torch.Tensor
+    mask: torch.Tensor
+    which: torch.Tensor
+    time: torch.Tensor
+
+
+class Batch(NamedTuple):
+    """One distillation batch: states [B, L+K, S], target actions [B, L, A], mask [B, L], and the encoder's
+    look-ahead source [B, L+K, S] (the clip's reference states; None when it is the states themselves)."""
+    states: torch.Tensor
+    actions: torch.Tensor
+    mask: torch.Tensor
+    lookahead: torch.Tensor | None = None
+
+
 class _Trajectories:
     """Variable-length trajectories stored concatenated on a device, and subsequence windows drawn from them."""
 
-    def __init__(self, arrays: dict[str, np.ndarray], device: torch.device):
+    def __init__(self, arrays: dict[str, list[np.ndarray]], device: torch.device):
+        # arrays[k] holds one array per snippet; ``owner``: the snippet (its index) of each trajectory
+        self.owner = torch.cat([torch.full((len(n),), i, dtype=torch.long) for i, n in enumerate(arrays["lengths"])])
         self.lengths = torch.as_tensor(np.concatenate(arrays["lengths"]), dtype=torch.long)
         self.action_offsets = torch.cumsum(self.lengths, 0) - self.lengths
         self.state_offsets = self.action_offsets + torch.arange(len(self.lengths))  # T_i + 1 states each
@@ -431,7 +518,7 @@ class _Trajectories:
                      if k != "lengths"}
         self.device = device
 
-    def windows(self, batch: int, length: int, generator: torch.Generator | None):
+    def windows(self, batch: int, length: int, generator: torch.Generator | None) -> Windows:
         """Gather [B, length + K] states, [B, length] per-step arrays and the mask (module docstring)."""
         if batch < 1 or length < 1:
             raise ConfigError(f"batch and length must be >= 1, got {batch} and {length}")
@@ -448,13 +535,16 @@ class _Trajectories:
         state_index = self.state_offsets[which, None] + t.clamp(max=self.lengths[which, None])
         action_index = self.action_offsets[which, None] + t[:, :length].clamp(max=self.lengths[which, None] - 1)
         to = lambda x: x.to(self.device)  # noqa: E731
-        return to(state_index), to(action_index), to(state_ok), to(mask)
+        return Windows(to(state_index), to(action_index), to(state_ok), to(mask), which, t)
 
 
 class NPMPDataset:
     """The HDF5 file of ``collect``, restricted to ``snippets`` (None: all; hold clips out by leaving them out)."""
 
-    def __init__(self, path: Path | str, snippets: list[str] | None = None, device: torch.device | str = "cpu"):
+    def __init__(self, path: Path | str, snippets: list[str] | None = None, device: torch.device | str = "cpu",
+                 lookahead_source: str = "trajectory"):
+        """``lookahead_source`` "reference": batches also carry each window's reference states (the clip's
+        kinematic playback at the same time indices: priors/npmp/model.py), computed here from the shipped clips."""
         self.path, self.device = Path(path), torch.device(device)
         try:
             with h5py.File(self.path, "r") as f:
@@ -482,6 +572,24 @@ class NPMPDataset:
         self.nominal = _Trajectories(parts["nominal"], self.device)
         self.state_dim = int(self.delta_std.shape[0])
         self.action_dim = int(self.bc.data["mean_actions"].shape[1])
+        self.reference = None
+        if lookahead_source == "reference":
+            from pipelines.npmp.evaluate import reference_states
+
+            clips = [torch.as_tensor(reference_states(s)) for s in chosen]
+            self._reference_last = torch.as_tensor([len(c) - 1 for c in clips])
+            self._reference_offsets = torch.cumsum(self._reference_last + 1, 0) - self._reference_last - 1
+            self.reference = torch.cat(clips).to(self.device)
+        elif lookahead_source != "trajectory":
+            raise ConfigError(f"lookahead_source must be 'trajectory' or 'reference', got {lookahead_source!r}")
+
+    def _reference_windows(self, store: _Trajectories, w: Windows) -> torch.Tensor | None:
+        """The reference states at the windows' time indices [B, L+K, S] (zero where the window is padding)."""
+        if self.reference is None:
+            return None
+        snippet = store.owner[w.which]
+        index = self._reference_offsets[snippet, None] + torch.minimum(w.time, self._reference_last[snippet, None])
+        return self.reference[index.to(self.device)] * w.state_ok[..., None]
 
     def to(self, device: torch.device | str) -> "NPMPDataset":
         """Keep the data on ``device`` (batches are gathered where the data lives)."""
@@ -491,25 +599,28 @@ class NPMPDataset:
             self.delta_std = self.delta_std.to(device)
             for store in (self.bc, self.nominal):
                 store.data = {k: v.to(device) for k, v in store.data.items()}
+            if self.reference is not None:
+                self.reference = self.reference.to(device)
         return self
 
     def sample_bc(self, batch: int, length: int, generator: torch.Generator | None = None,
-                  device: torch.device | str | None = None):
+                  device: torch.device | str | None = None) -> Batch:
         """Noisy-rollout subsequences (eq 8.4 inside eq 8.3): states [B, length + K, S], the expert's mean actions
         [B, length, A] and mask [B, length]; positions past a trajectory's end are zeros with mask 0. ``device``:
         where the tensors go (the data moves there once); the generator may live on the CPU or that device."""
         if device is not None:
             self.to(device)
-        state_index, action_index, state_ok, mask = self.bc.windows(batch, length, generator)
-        states = self.bc.data["states"][state_index] * state_ok[..., None]
-        actions = self.bc.data["mean_actions"][action_index] * mask[..., None]
-        return states, actions, mask
+        w = self.bc.windows(batch, length, generator)
+        states = self.bc.data["states"][w.state_index] * w.state_ok[..., None]
+        actions = self.bc.data["mean_actions"][w.action_index] * w.mask[..., None]
+        return Batch(states, actions, w.mask, self._reference_windows(self.bc, w))
 
     def sample_lfpc(self, batch: int, length: int, perturbations: int, generator: torch.Generator | None = None,
-                    device: torch.device | str | None = None):
+                    device: torch.device | str | None = None) -> Batch:
         """LFPC subsequences of the nominal trajectories (eq 8.9), each repeated ``perturbations`` times with
         i.i.d. delta_s ~ Delta per step: states s* + delta_s [B*P, length + K, S] (the look-ahead perturbed too),
-        targets a* + J* delta_s [B*P, length, A], mask [B*P, length]. ``device`` as in ``sample_bc``."""
+        targets a* + J* delta_s [B*P, length, A], mask [B*P, length]; the reference look-ahead (when the dataset
+        has one) is not perturbed: it is the clip. ``device`` as in ``sample_bc``."""
         if device is not None:
             self.to(device)
         if perturbations < 1:
@@ -517,7 +628,8 @@ class NPMPDataset:
         if "jacobians" not in self.nominal.data:
             raise ConfigError(f"{self.path} has no LFPC Jacobians (its experts were planners without feedback); "
                               "distil it with --scheme bc")
-        state_index, action_index, state_ok, mask = self.nominal.windows(batch, length, generator)
+        w = self.nominal.windows(batch, length, generator)
+        state_index, action_index, state_ok, mask = w.state_index, w.action_index, w.state_ok, w.mask
         P, K = perturbations, LOOKAHEAD
         gen_device = generator.device if generator is not None else torch.device("cpu")
         noise = torch.randn((batch, P, length + K, self.state_dim), generator=generator, device=gen_device)
@@ -527,7 +639,9 @@ class NPMPDataset:
         # J* gathered once per subsequence, not per perturbation: [B, L, A, S] is the large array here
         feedback = torch.einsum("blas,bpls->bpla", self.nominal.data["jacobians"][action_index], delta[:, :, :length])
         targets = (self.nominal.data["mean_actions"][action_index][:, None] + feedback) * mask[:, None, :, None]
-        return states.flatten(0, 1), targets.flatten(0, 1), mask.repeat_interleave(P, dim=0)
+        reference = self._reference_windows(self.nominal, w)
+        return Batch(states.flatten(0, 1), targets.flatten(0, 1), mask.repeat_interleave(P, dim=0),
+                     None if reference is None else reference.repeat_interleave(P, dim=0))
 
     def trajectory(self, snippet: str, part: str = "nominal", index: int = 0) -> dict[str, np.ndarray]:
         """One stored trajectory as numpy arrays (e.g. the nominal states for one-shot imitation)."""

@@ -66,6 +66,9 @@ def distill(dataset, out_dir: Path, model_config: NPMPConfig, config: DistillCon
     from torch.utils.tensorboard import SummaryWriter
 
     config.validate()
+    if (model_config.lookahead_source == "reference") != (getattr(dataset, "reference", None) is not None):
+        raise ValueError(f"the model's look-ahead reads the {model_config.lookahead_source}: load the dataset with "
+                         f"lookahead_source={model_config.lookahead_source!r}")
     device = torch.device(device)
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
@@ -78,8 +81,8 @@ def distill(dataset, out_dir: Path, model_config: NPMPConfig, config: DistillCon
     start, last = time.monotonic(), {}
     try:
         for step in range(1, config.steps + 1):
-            states, actions, mask = sample_batch(dataset, config, generator, device)
-            loss, scalars = model.loss(states, actions, mask)
+            batch = sample_batch(dataset, config, generator, device)
+            loss, scalars = model.loss(batch.states, batch.actions, batch.mask, batch.lookahead)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"NPMP loss is {loss.item()} at step {step}")
             optimiser.zero_grad(set_to_none=True)

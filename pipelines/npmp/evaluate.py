@@ -23,15 +23,19 @@ from envs.mocap import tracking
 
 
 @torch.no_grad()
-def run_latents(model, snippet: str, latents: torch.Tensor, seed: int = 0, ref_path=None) -> tuple[float, int]:
-    """(return, steps) of the decoder driven open-loop by ``latents [T, L]`` from the snippet's first frame."""
+def run_latents(model, snippet: str, latents, seed: int = 0, ref_path=None) -> tuple[float, int]:
+    """(return, steps) of the decoder from the snippet's first frame, driven by ``latents``: a tensor [T, L]
+    (open loop), or a function ``(t, state [S]) -> z [L]`` (closed loop; the episode runs to its end)."""
     kwargs = {"ref_path": ref_path} if ref_path is not None else {}
     env = tracking.make(f"{tracking.TIMED_FAMILY}:{snippet}", seed=seed, clip_start=True, **kwargs)
+    device = next(model.parameters()).device
     try:
         obs, _ = env.reset(seed=seed)
         total, steps = 0.0, 0
-        for z in latents:
-            state = torch.as_tensor(np.asarray(obs["proprio"], np.float32), device=z.device)
+        limit = len(latents) if isinstance(latents, torch.Tensor) else None
+        while limit is None or steps < limit:
+            state = torch.as_tensor(np.asarray(obs["proprio"], np.float32), device=device)
+            z = latents[steps] if limit is not None else latents(steps, state)
             mean, _ = model.decode(state, z)
             obs, reward, terminated, truncated, _ = env.step(mean.clamp(-1.0, 1.0).cpu().numpy())
             total, steps = total + float(reward), steps + 1
@@ -40,6 +44,22 @@ def run_latents(model, snippet: str, latents: torch.Tensor, seed: int = 0, ref_p
         return total, steps
     finally:
         env.close()
+
+
+def reference_encoder(model, reference: torch.Tensor):
+    """The closed-loop latent of primitives whose look-ahead reads the reference (``lookahead_source``
+    "reference"): z_t = q's mean given z_{t-1}, the current state s_t and the reference states r_{t+1..t+K} (the
+    last frame repeated past the clip's end). A function ``(t, state) -> z`` for ``run_latents``."""
+    K, last = model.config.lookahead, len(reference) - 1
+    previous = [torch.zeros(model.config.latent_dim, device=reference.device)]
+
+    def latent(t: int, state: torch.Tensor) -> torch.Tensor:
+        ahead = reference[[min(t + j, last) for j in range(1, K + 1)]]
+        z, _ = model.encode_step(previous[0], torch.cat([state, ahead.flatten()]))
+        previous[0] = z
+        return z
+
+    return latent
 
 
 def optimise_latents(model, states: torch.Tensor, actions: torch.Tensor, init: torch.Tensor, iterations: int = 300,
@@ -136,14 +156,19 @@ def feed_forward_run(snippet: str, seed: int = 0, ref_path=None) -> tuple[float,
 
 @torch.no_grad()
 def imitate_reference(model, snippet: str, seed: int = 0, ref_path=None) -> dict:
-    """Closed-loop imitation of a clip in absolute terms: the encoder reads the clip's own states (its means),
-    the decoder acts from the clip's first frame. ``steps`` before the episode ended (a fall or drift past the
+    """Closed-loop imitation of a clip in absolute terms: the encoder reads the clip's own states (its means;
+    with a reference look-ahead, the current state and the next K reference states at every step), the decoder
+    acts from the clip's first frame. ``steps`` before the episode ended (a fall or drift past the
     tracking threshold), ``full_steps`` of a never-terminated episode, ``reward_per_step`` (a perfect tracker earns
     ``MAX_COMIC_REWARD`` = 1.45), and the same for the feed-forward controller the experts start from."""
     states = reference_states(snippet, seed, ref_path)
     device = next(model.parameters()).device
-    latents, _ = model.encode(torch.as_tensor(states, device=device)[None], sample=False)
-    total, steps = run_latents(model, snippet, latents[0], seed, ref_path)
+    reference = torch.as_tensor(states, device=device)
+    if model.config.lookahead_source == "reference":
+        latents = reference_encoder(model, reference)
+    else:   # the thesis's one-shot imitation: latents encoded from the clip's states alone, then played open loop
+        latents = model.encode(reference[None], sample=False)[0][0]
+    total, steps = run_latents(model, snippet, latents, seed, ref_path)
     ff_total, ff_steps = feed_forward_run(snippet, seed, ref_path)
     full = len(states) - 1
     return {"snippet": snippet, "full_steps": full, "steps": steps, "tracked_fraction": steps / full,

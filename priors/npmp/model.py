@@ -7,6 +7,13 @@ Seed 000_02c29175254ceb0c.txt, Ch 8 (transcribed in ../shared/research/seed000.m
   a zero z_{t-1} as the encoder's input (the thesis does not say how sequences start);
 - encoder q(z_t | z_{t-1}, x_t), x_t = [s_t, ..., s_{t+K}], K = 5; it sees future *states only*, never actions, so a
   state trajectory alone can be encoded (one-shot imitation);
+- departure (``lookahead_source="reference"``): x_t = [s_t, r_{t+1}, ..., r_{t+K}], the look-ahead read from the
+  clip's reference states r (kinematic playback) instead of the trajectory's own future. The thesis's experts track
+  their clips closely, so the two coincide there; the planners here trail the reference and sit low (docs/npmp.md),
+  and primitives trained on what the expert reached are then asked, when shown a clip, for states they never saw
+  (closed loop from the reference they fell where the feed-forward controller falls, and tracked 1.5-1.8 times
+  longer when shown the expert's own states). With the reference as look-ahead, training and use read the same
+  thing, and the current state s_t lets the encoder correct for where the body is;
 - decoder pi(a_t | s_t, z_t): Gaussian with a fixed std of 0.1 on actions normalised to [-1, 1] (no squashing: the
   experts' mean actions are the targets, and reuse clips the decoder's mean to the action bounds);
 - beta-ELBO (eq 8.3): E_q[sum_t log pi(a_t | s_t, z_t) + beta (log p_z(z_t | z_{t-1}) - log q(z_t | z_{t-1}, x_t))],
@@ -32,6 +39,9 @@ from inference.layers.mlp import mlp
 from priors.models import ar1_prior, gaussian_head, gaussian_log_prob
 
 
+LOOKAHEAD_SOURCES = ("trajectory", "reference")
+
+
 @dataclasses.dataclass(frozen=True)
 class NPMPConfig:
     state_dim: int
@@ -43,6 +53,7 @@ class NPMPConfig:
     ar_coef: float = 0.95
     beta: float = 0.1
     lookahead: int = 5
+    lookahead_source: str = "trajectory"   # or "reference" (the module docstring)
 
     def validate(self) -> None:
         if min(self.state_dim, self.action_dim, self.latent_dim) < 1:
@@ -53,6 +64,9 @@ class NPMPConfig:
             raise ValueError(f"ar_coef must be in [0, 1), got {self.ar_coef}")
         if self.decoder_std <= 0 or self.beta < 0 or self.lookahead < 0:
             raise ValueError("decoder_std must be > 0, beta >= 0 and lookahead >= 0")
+        if self.lookahead_source not in LOOKAHEAD_SOURCES:
+            raise ValueError(f"lookahead_source must be one of {', '.join(LOOKAHEAD_SOURCES)}, got "
+                             f"{self.lookahead_source!r}")
 
     @classmethod
     def from_dict(cls, d: dict) -> "NPMPConfig":
@@ -80,18 +94,24 @@ class NPMP(nn.Module):
         """q(z_t | z_{t-1}, x_t): mean and std, ``window`` = x_t flattened."""
         return gaussian_head(self.encoder(torch.cat([z_prev, window], dim=-1)))
 
-    def windows(self, states: torch.Tensor) -> torch.Tensor:
-        """x_t = [s_t, ..., s_{t+K}] for t < T - K, from ``states [B, T, S]``: [B, T - K, (K + 1) S]."""
+    def windows(self, states: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        """x_t = [s_t, f_{t+1}, ..., f_{t+K}] for t < T - K, from ``states [B, T, S]`` and the look-ahead ``targets``
+        f (``[B, T, S]`` aligned with the states; None: the states themselves): [B, T - K, (K + 1) S]."""
         K, T = self.config.lookahead, states.shape[1]
         if T <= K:
             raise ValueError(f"need more than lookahead = {K} states to form one window, got {T}")
-        return torch.cat([states[:, j:T - K + j] for j in range(K + 1)], dim=-1)
+        ahead = states if targets is None else targets
+        if ahead.shape != states.shape:
+            raise ValueError(f"look-ahead targets {tuple(ahead.shape)} do not match states {tuple(states.shape)}")
+        return torch.cat([states[:, :T - K]] + [ahead[:, j:T - K + j] for j in range(1, K + 1)], dim=-1)
 
     # -- inference ---------------------------------------------------------------------------------------------
-    def encode(self, states: torch.Tensor, sample: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-        """Latents z_{1:T-K} [B, T-K, L] for ``states [B, T, S]`` and the per-step KL term log q - log p_z
-        [B, T-K] at those latents. ``sample=False`` takes q's mean at every step (one-shot imitation)."""
-        x = self.windows(states)
+    def encode(self, states: torch.Tensor, sample: bool = True, targets: torch.Tensor | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Latents z_{1:T-K} [B, T-K, L] for ``states [B, T, S]`` (look-ahead from ``targets``, see ``windows``)
+        and the per-step KL term log q - log p_z [B, T-K] at those latents. ``sample=False`` takes q's mean at
+        every step (one-shot imitation)."""
+        x = self.windows(states, targets)
         z_prev = states.new_zeros(states.shape[0], self.config.latent_dim)
         latents, kl_terms = [], []
         for t in range(x.shape[1]):
@@ -103,13 +123,14 @@ class NPMP(nn.Module):
             z_prev = z
         return torch.stack(latents, dim=1), torch.stack(kl_terms, dim=1)
 
-    def elbo_terms(self, states: torch.Tensor, actions: torch.Tensor
+    def elbo_terms(self, states: torch.Tensor, actions: torch.Tensor, targets: torch.Tensor | None = None
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per-step log pi(a_t | s_t, z_t) and log q(z_t|.) - log p_z(z_t|z_{t-1}) [B, T-K], one sample of z, and
         the decoder's means [B, T-K, A].
 
-        ``states [B, T, S]``, ``actions [B, T-K, A]``: the last K states only feed the encoder's look-ahead."""
-        z, kl_terms = self.encode(states, sample=True)
+        ``states [B, T, S]``, ``actions [B, T-K, A]``: the last K states only feed the encoder's look-ahead;
+        ``targets``: the look-ahead's source when it is not the states (``windows``)."""
+        z, kl_terms = self.encode(states, sample=True, targets=targets)
         T = z.shape[1]
         if actions.shape[1] != T:
             raise ValueError(f"{states.shape[1]} states give {T} steps with a full look-ahead; got "
@@ -117,10 +138,10 @@ class NPMP(nn.Module):
         mean, std = self.decode(states[:, :T], z)
         return gaussian_log_prob(actions, mean, std), kl_terms, mean
 
-    def loss(self, states: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None
-             ) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, states: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None,
+             targets: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
         """The negative beta-ELBO (eq 8.3) per valid step (``mask [B, T-K]``: 1 where the step is real data)."""
-        log_lik, kl_terms, mean = self.elbo_terms(states, actions)
+        log_lik, kl_terms, mean = self.elbo_terms(states, actions, targets)
         mask = torch.ones_like(log_lik) if mask is None else mask
         steps = mask.sum().clamp_min(1.0)
         log_lik_mean = (log_lik * mask).sum() / steps
