@@ -42,6 +42,7 @@ from agents.config import ConfigError
 from agents.protocol import AgentBase
 from dm_control.locomotion.tasks.reference_pose.rewards import bounded_quat_dist
 
+from envs import EnvError
 from envs.mocap.tracking import TERMINATION_ERROR_THRESHOLD, servo_command
 
 METHODS = ("ps", "cem")
@@ -271,6 +272,9 @@ class TrackingPlanner:
         state = np.empty(mujoco.mj_stateSize(self.model, mujoco.mjtState.mjSTATE_FULLPHYSICS))
         mujoco.mj_getState(self.model, self.env.physics.data.ptr, state, mujoco.mjtState.mjSTATE_FULLPHYSICS)
         t = self.env.time_step
+        if not np.isfinite(state).all():
+            raise EnvError(f"the simulator state at step {t} of {self.env.clip} is not finite (the physics "
+                           "diverged): nothing to plan from")
         last = len(self.env.clip_reference()["joints"]) - 1
         reference = self._reference(np.minimum(np.arange(t + 1, t + 1 + cfg.horizon), last))
 
@@ -282,6 +286,7 @@ class TrackingPlanner:
             knots = np.concatenate([nominal[None], nominal[None] + noise])      # [N, knots, actuators]
             corrections = np.einsum("hk,nka->nha", self.weights, knots)
             scores = self._score(self._rollout(state, corrections, t), reference)
+            scores = np.where(np.isfinite(scores), scores, -np.inf)   # a candidate whose rollout diverged loses
             if nominal_score is None:
                 nominal_score = float(scores[0])
             order = np.argsort(-scores)

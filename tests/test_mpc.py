@@ -114,6 +114,13 @@ def test_feedback_jacobian_is_the_derivative_of_the_executed_command(env):
     assert np.count_nonzero(jacobian) <= 56
 
 
+def test_a_diverged_simulator_is_a_clear_error(env):
+    planner = TrackingPlanner(env, MPCConfig(threads=1, candidates=4, elites=2, iterations=1))
+    env.physics.data.qvel[3] = np.nan
+    with pytest.raises(envs.EnvError, match="not finite"):
+        planner.act()
+
+
 def test_planner_expert_collects_bc_and_lfpc_data(tmp_path):
     from pipelines.npmp import data
 
