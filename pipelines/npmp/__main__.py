@@ -186,7 +186,7 @@ def distill(args) -> Path:
                               beta=args.beta, lookahead_source=args.lookahead)
     config = DistillConfig(scheme=args.scheme, steps=args.distill_steps, batch=args.batch, seed=args.seed)
     run(dataset, args.out, model_config, config, {"proprio": dataset.state_dim}, device=args.device,
-        meta={"held_out": list(args.held_out), "data": _repo_relative(args.data)},
+        meta={"held_out": list(args.held_out), "data": _repo_relative(args.data), "collection": dataset.meta},
         logdir=args.logdir or _shipped_logdir(Path(args.out)))
     print(f"primitives written to {args.out}")
     return args.out
