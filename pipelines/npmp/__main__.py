@@ -211,12 +211,12 @@ def _widths(text: str) -> tuple[int, ...]:
 
 def evaluate(args) -> dict:
     """Absolute closed-loop imitation of every train and held-out clip from the reference (no experts needed); with
-    expert runs under --experts-root (svg0 experts) also the seed's expert-relative one-shot imitation and the
-    latent-optimisation diagnostic."""
+    expert runs under --experts-root (svg0 experts), or else the experts' nominal trajectories in --data (planner
+    experts), also the seed's expert-relative one-shot imitation and the latent-optimisation diagnostic."""
     import torch
 
     from priors.npmp import load_primitives, save_primitives
-    from pipelines.npmp.data import Expert, expert_rollout
+    from pipelines.npmp.data import Expert, NPMPDataset, expert_rollout
     from pipelines.npmp.evaluate import evaluate_clip, imitate_reference, summarise, summarise_absolute
     from pipelines.npmp.experts import check_snippets, expert_dirs
 
@@ -226,6 +226,7 @@ def evaluate(args) -> dict:
               "held_out": args.held_out or meta.get("held_out") or list(HELD_OUT_SNIPPETS)}
     check_snippets([*splits["train"], *splits["held_out"]])
     with_experts = args.experts_root.is_dir() and any(args.experts_root.iterdir())
+    collected = None if with_experts or not args.data.is_file() else NPMPDataset(args.data)
     report = {"primitives": str(args.primitives), "beta": model.config.beta, "distill_steps": meta.get("steps"),
               "scheme": (meta.get("distill") or {}).get("scheme")}
     for split, snippets in splits.items():
@@ -238,10 +239,12 @@ def evaluate(args) -> dict:
             absolute.append(result)
         report[split] = {"absolute": absolute, "absolute_summary": summarise_absolute(absolute)}
         if with_experts:
-            relative = []
-            for directory in expert_dirs(args.experts_root, snippets):
-                trajectory = expert_rollout(Expert(directory), seed=args.seed)
-                relative.append(evaluate_clip(model, trajectory, directory.name, args.latent_iterations, args.seed))
+            trajectories = {d.name: expert_rollout(Expert(d), seed=args.seed)
+                            for d in expert_dirs(args.experts_root, snippets)}
+        else:   # the experts' nominal trajectories stored in the data (planner experts), where it has them
+            trajectories = {s: collected.trajectory(s) for s in snippets if collected and s in collected.snippets}
+        if trajectories:
+            relative = [evaluate_clip(model, t, s, args.latent_iterations, args.seed) for s, t in trajectories.items()]
             report[split].update(clips=relative, summary=summarise(relative))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))

@@ -98,8 +98,12 @@ def evaluate_clip(model, expert_trajectory: dict, snippet: str, latent_iteration
         latents, _ = model.encode(states[None], sample=False)
     latents = latents[0]
     horizon = latents.shape[0]
-    one_shot_return, one_shot_steps = run_latents(model, snippet, latents, seed, ref_path)
-    expert_return = float(rewards[:horizon].sum())
+    if model.config.lookahead_source == "reference":   # closed loop towards the demonstration's states
+        one_shot_return, one_shot_steps = run_latents(model, snippet, reference_encoder(model, states), seed, ref_path)
+        expert_return = float(rewards.sum())
+    else:                                              # the thesis: latents encoded once, played open loop
+        one_shot_return, one_shot_steps = run_latents(model, snippet, latents, seed, ref_path)
+        expert_return = float(rewards[:horizon].sum())
     optimised, mse_before, mse_after = optimise_latents(model, states[:horizon], actions[:horizon], latents,
                                                         latent_iterations)
     optimised_return, optimised_steps = run_latents(model, snippet, optimised, seed, ref_path)
