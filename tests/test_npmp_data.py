@@ -344,3 +344,27 @@ def test_collection_parts_resume_and_refuse_other_settings(collected, tmp_path):
     Path(jobs[0].path).write_bytes(b"not hdf5")
     with pytest.raises(ConfigError, match="missing or corrupt"):
         data.finished_part(jobs[0])
+
+
+def test_primitives_driving_a_planner_rollout_match_their_own_closed_loop_run():
+    """DAgger's rollout (the primitives act, the planner only labels) reproduces the primitives' own closed-loop
+    episode from the same first frame: the same steps and rewards, and the planner's labels at every state."""
+    from agents.mpc import MPCConfig
+    from pipelines.npmp.data import PlannerExpert, rollout
+    from pipelines.npmp.evaluate import primitives_actor, reference_encoder, reference_states, run_latents
+    from priors.npmp import DEFAULT_PRIMITIVES, load_primitives
+
+    model, _ = load_primitives(DEFAULT_PRIMITIVES)
+    if model.config.lookahead_source != "reference":
+        pytest.skip("the shipped primitives read the trajectory's look-ahead")
+    snippet = "09_06-0"
+    expert = PlannerExpert(snippet, MPCConfig(threads=1, horizon=2, knots=1, candidates=4, elites=2, iterations=1))
+    env = expert.make_env(0)
+    try:
+        episode = rollout(expert, env, 0.0, np.random.default_rng(0), actor=primitives_actor(model, snippet))
+    finally:
+        env.close()
+    total, steps = run_latents(model, snippet, reference_encoder(model, torch.as_tensor(reference_states(snippet))))
+    assert len(episode["actions"]) == steps and episode["rewards"].sum() == pytest.approx(total, rel=1e-4)
+    assert episode["mean_actions"].shape == episode["actions"].shape
+    assert not np.allclose(episode["mean_actions"], episode["actions"])   # the labels are the planner's

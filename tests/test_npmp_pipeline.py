@@ -6,7 +6,9 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
+from pipelines.npmp.data import NPMPDataset
 from priors.npmp import load_primitives
 from pipelines.npmp.__main__ import main as npmp_main
 from tests.conftest import ROOT
@@ -82,8 +84,9 @@ def test_mpc_experts_collect_distill_and_evaluate_without_any_training(tmp_path,
     assert npmp_main(["collect", "--experts", "mpc", "--snippets", TRAIN, "--held-out", HELD_OUT, "--data", str(data),
                       "--num-cpus", "2", "--trajectories", "1", "--perturbation-trajectories", "1", *planner]) == 0
     assert npmp_main(["distill", "--data", str(data), *TINY_MODEL, "--out", str(out)]) == 0
-    _, meta = load_primitives(out)
+    model, meta = load_primitives(out)
     assert meta["clips"] == [TRAIN] and meta["held_out"] == [HELD_OUT]
+    assert model.config.lookahead_source == "reference"   # the default for planner data
     assert npmp_main(["evaluate", "--primitives", str(out), "--experts-root", str(none), "--data", str(data),
                       "--out", str(tmp_path / "report.json")]) == 0
     report = json.loads((tmp_path / "report.json").read_text())
@@ -93,4 +96,14 @@ def test_mpc_experts_collect_distill_and_evaluate_without_any_training(tmp_path,
     # the planner's feedback law gives LFPC its Jacobians
     assert npmp_main(["distill", "--data", str(data), *TINY_MODEL, "--scheme", "lfpc", "--out", str(tmp_path / "x")]) == 0
     assert npmp_main(["collect", "--experts", "mpc", "--snippets", "no_such_snippet", "--data", str(data)]) == 2
+    # DAgger: the primitives drive, the planner labels; the data gains their episodes, the old file is kept
+    relabelled = tmp_path / "dagger.h5"
+    assert npmp_main(["relabel", "--data", str(data), "--primitives", str(out), "--out", str(relabelled),
+                      "--trajectories", "2", "--processes", "1"]) == 0
+    before, after = NPMPDataset(data), NPMPDataset(relabelled)
+    assert after.meta["relabelled"][0]["trajectories"] == 2 and after.meta["planner"] == before.meta["planner"]
+    assert len(after.bc.lengths) == len(before.bc.lengths) + 2 and after.bc.lengths[-2:].min() > 0
+    assert torch.equal(after.delta_std, before.delta_std)
+    assert npmp_main(["relabel", "--data", str(data), "--primitives", str(out), "--out", str(data)]) == 2
+    assert npmp_main(["distill", "--data", str(relabelled), *TINY_MODEL, "--out", str(tmp_path / "y")]) == 0
 

@@ -4,6 +4,7 @@
     python -m pipelines.npmp report-experts --out runs/npmp/experts.json
     python -m pipelines.npmp collect                               # noisy rollouts + LFPC data -> runs/npmp/data.h5
     python -m pipelines.npmp distill --out data/primitives/npmp    # BC (or --scheme lfpc), beta 0.1
+    python -m pipelines.npmp relabel --data D --out D2             # DAgger: primitives drive, the planner labels
     python -m pipelines.npmp evaluate --primitives data/primitives/npmp --out runs/npmp/report.json
     python -m pipelines.npmp all --steps 12000                     # the four stages above, resumable
 
@@ -67,9 +68,11 @@ def _distill_args(p):
     p.add_argument("--distill-steps", type=int, default=2000)
     p.add_argument("--batch", type=int, default=64, help="BC subsequences per update (thesis: 512)")
     p.add_argument("--latent-dim", type=int, default=60)
-    p.add_argument("--lookahead", choices=("trajectory", "reference"), default="trajectory",
+    p.add_argument("--lookahead", choices=("trajectory", "reference"), default=None,
                    help="what the encoder's look-ahead reads: the trajectory's own future states (the thesis) or the "
-                        "clip's reference states (for experts that do not track closely; priors/npmp/model.py)")
+                        "clip's reference states (for experts that do not track closely; priors/npmp/model.py). "
+                        "Default: reference for planner (mpc) data, where it tracked longer (docs/npmp.md), "
+                        "trajectory for svg0 data")
     p.add_argument("--encoder-hidden", default="1024,1024")
     p.add_argument("--decoder-hidden", default="1024,1024,1024")
     p.add_argument("--logdir", type=Path, default=None,
@@ -88,6 +91,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     _common(c), _collect_args(c)
     d = sub.add_parser("distill", help="train NPMP primitives on collected data")
     _common(d), _distill_args(d)
+    r = sub.add_parser("relabel", help="DAgger: the primitives drive, the planner labels their states; the data "
+                                       "plus these episodes -> --out")
+    _common(r)
+    r.add_argument("--primitives", type=Path, default=ROOT / "data" / "primitives" / "npmp")
+    r.add_argument("--out", type=Path, required=True, help="the new data file (--data is left as it is)")
+    r.add_argument("--trajectories", type=int, default=2, help="episodes of the primitives per snippet")
+    r.add_argument("--action-noise", type=float, default=0.1, help="std of the noise on the primitives' actions")
+    r.add_argument("--processes", type=int, default=None,
+                   help="relabel on this many local processes instead of Ray (a machine without Ray)")
     e = sub.add_parser("evaluate", help="one-shot imitation and latent optimisation on training and held-out clips")
     _common(e)
     e.add_argument("--primitives", type=Path, default=ROOT / "data" / "primitives" / "npmp")
@@ -169,9 +181,54 @@ def collect(args) -> Path:
     return data.merge_parts([job.path for job in jobs], args.data, meta=meta)
 
 
+def relabel(args) -> Path:
+    """One DAgger round on planner data: every snippet the primitives were distilled on (or ``--snippets``) gets
+    ``--trajectories`` episodes driven by the primitives and labelled by the planner, one part per snippet under
+    ``<out>.parts/`` (resumable like ``collect``); then the data with those episodes appended -> ``--out``."""
+    from agents.config import ConfigError
+    from agents.fanout import FanOutError, fan_out
+    from envs.mocap.tracking import snippet_frames
+    from pipelines.npmp import data
+    from priors.npmp import load_primitives
+
+    if args.out.resolve() == args.data.resolve():
+        raise ConfigError("--out must differ from --data (the collected data is kept as it is)")
+    base_meta = data.read_meta(args.data)
+    if base_meta.get("experts") != "mpc":
+        raise ConfigError(f"{args.data} was not collected from planner experts (collect --experts mpc): only a "
+                          "planner can label the states the primitives visit")
+    available = data.read_snippets(args.data)
+    _, primitives_meta = load_primitives(args.primitives)
+    snippets = args.snippets or [s for s in primitives_meta.get("clips", []) if s in available]
+    missing = sorted(set(snippets) - set(available))
+    if missing or not snippets:
+        raise ConfigError(f"snippets {missing or snippets} are not in {args.data} (it has {available})")
+    round_meta = {"primitives": _repo_relative(args.primitives), "trajectories": args.trajectories,
+                  "action_noise_std": args.action_noise, "seed": args.seed}
+    meta = {**base_meta, "relabelled": [*base_meta.get("relabelled", []), round_meta]}
+    parts = args.out.with_suffix(".parts")
+    jobs = [data.RelabelJob(s, str(args.data), str(args.primitives), str(parts / f"{s}.h5"), args.seed + i,
+                            args.trajectories, args.action_noise, base_meta.get("planner"), meta)
+            for i, s in enumerate(snippets)]
+    todo = sorted((job for job in jobs if not data.finished_part(job)), key=lambda job: snippet_frames(job.snippet))
+    if len(todo) < len(jobs):
+        print(f"{len(jobs) - len(todo)} of {len(jobs)} snippets already relabelled in {parts}", file=sys.stderr)
+    try:
+        fan_out(data.run_relabel_job, todo, address=args.address, num_cpus=args.num_cpus, processes=args.processes,
+                label=lambda job: job.snippet)
+    except FanOutError as e:
+        raise ConfigError(f"{e}; the finished snippets are kept in {parts}: rerun the same command to relabel "
+                          "the rest") from None
+    unchanged = [r for r in data.read_results(args.data)[0] if r["snippet"] not in snippets]
+    relabelled = [r for job in jobs for r in data.read_results(job.path)[0]]
+    path = data.write_dataset(args.out, [*relabelled, *unchanged], meta=meta)
+    print(f"relabelled data written to {path}")
+    return path
+
+
 def distill(args) -> Path:
     from priors.npmp import NPMPConfig
-    from pipelines.npmp.data import NPMPDataset
+    from pipelines.npmp.data import NPMPDataset, read_meta
     from pipelines.npmp.distill import DistillConfig, distill as run
 
     if not args.data.is_file():
@@ -180,6 +237,8 @@ def distill(args) -> Path:
         collected = NPMPDataset(args.data)
         args.held_out = args.held_out if args.held_out is not None else list(collected.meta.get("held_out", []))
         args.snippets = args.snippets or [s for s in collected.snippets if s not in args.held_out]
+    if args.lookahead is None:
+        args.lookahead = "reference" if read_meta(args.data).get("experts") == "mpc" else "trajectory"
     dataset = NPMPDataset(args.data, snippets=args.snippets, lookahead_source=args.lookahead)
     model_config = NPMPConfig(state_dim=dataset.state_dim, action_dim=dataset.action_dim, latent_dim=args.latent_dim,
                               encoder_hidden=_widths(args.encoder_hidden), decoder_hidden=_widths(args.decoder_hidden),
@@ -273,6 +332,8 @@ def main(argv=None) -> int:
             resolve_snippets(args)
         if args.command == "collect":
             collect(args)
+        elif args.command == "relabel":
+            relabel(args)
         elif args.command == "distill":
             distill(args)
         elif args.command == "evaluate":

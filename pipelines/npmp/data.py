@@ -259,8 +259,11 @@ class PlannerExpert:
 
 
 def rollout(expert: Expert, env, action_noise_std: float, rng: np.random.Generator,
-            with_jacobians: bool = False) -> dict:
-    """One episode from the clip start executing clip(mu_E(s_t) + N(0, sigma^2), -1, 1) (§8.2).
+            with_jacobians: bool = False, actor=None) -> dict:
+    """One episode from the clip start executing clip(mu_E(s_t) + N(0, sigma^2), -1, 1) (§8.2); with ``actor``
+    (``(t, proprio state) -> command``, e.g. the primitives: ``evaluate.primitives_actor``) the actor's command
+    takes mu_E's place in the executed action while mu_E still labels every visited state (DAgger, Ross et al.
+    2011: the expert relabels the student's own states).
 
     Returns numpy arrays ``states [T+1, S]`` (proprio s_0..s_T, the final one included), ``task [T+1, G]``,
     ``mean_actions [T, A]`` (mu_E at each visited state), ``actions [T, A]`` (executed), ``rewards [T]``, and
@@ -280,8 +283,9 @@ def rollout(expert: Expert, env, action_noise_std: float, rng: np.random.Generat
             jacobians.append(jacobian)
         else:
             mean = expert.mean_command(flats[-1], reference)
-        command = mean if action_noise_std == 0 else np.clip(
-            mean + action_noise_std * rng.standard_normal(mean.shape), -1.0, 1.0)
+        driver = mean if actor is None else actor(len(mean_actions), flats[-1][expert.proprio])
+        command = driver if action_noise_std == 0 else np.clip(
+            driver + action_noise_std * rng.standard_normal(driver.shape), -1.0, 1.0)
         obs, reward, terminated, truncated, info = env.step(expert.env_action(command, reference))
         flats.append(expert.layout.flatten(obs))
         mean_actions.append(mean)
@@ -370,6 +374,39 @@ def collect_from(expert, trajectories: int, action_noise_std: float, perturbatio
             "deviation_sq_sum": (deviations**2).sum(0), "attrs": attrs}
 
 
+def relabel_planner(snippet: str, primitives: str, trajectories: int, action_noise_std: float, seed: int,
+                    settings: dict | None = None) -> dict:
+    """DAgger data for one snippet: ``trajectories`` episodes driven by the primitives (closed loop on the clip's
+    reference, action noise ``action_noise_std``), every visited state labelled by the planner. A departure from
+    the seed (its BC data, eq 8.4, visits only states of the noisy expert): the primitives' own mistakes take them
+    to states the expert never visits, and these teach the next distillation what to do there. Returns the ``bc``
+    arrays of ``collect_from`` (the executed actions are the primitives')."""
+    from agents.mpc import MPCConfig
+    from pipelines.npmp.evaluate import primitives_actor
+    from priors.npmp import load_primitives
+
+    if trajectories < 1:
+        raise ConfigError(f"need trajectories >= 1, got {trajectories}")
+    model, _ = load_primitives(primitives)
+    expert = PlannerExpert(snippet, MPCConfig(**{"threads": 1, **(settings or {})}))
+    env = expert.make_env(seed)
+    rng = np.random.default_rng(seed)
+    try:
+        episodes = [rollout(expert, env, action_noise_std, rng, actor=primitives_actor(model, snippet))
+                    for _ in range(trajectories)]
+    finally:
+        env.close()
+    return _concatenate(episodes)
+
+
+def with_relabelled(result: dict, relabelled: dict) -> dict:
+    """One snippet's collected data with DAgger trajectories appended to its BC rollouts."""
+    bc = {k: np.concatenate([result["bc"][k], relabelled[k]]) for k in result["bc"]}
+    attrs = {**result["attrs"], "relabelled_trajectories": int(result["attrs"].get("relabelled_trajectories", 0))
+             + len(relabelled["lengths"])}
+    return {**result, "bc": bc, "attrs": attrs}
+
+
 def estimate_delta_std(per_expert_results: list[dict]) -> np.ndarray:
     """Delta's per-dimension std: sqrt of the mean squared state deviation pooled over all experts."""
     count = sum(r["attrs"]["deviation_count"] for r in per_expert_results)
@@ -412,6 +449,26 @@ def write_dataset(path: Path | str, per_expert_results: list[dict], delta_std: n
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def read_meta(path: Path | str) -> dict:
+    """The collection settings stored in a file ``write_dataset`` wrote, without loading its arrays."""
+    path = Path(path)
+    try:
+        with h5py.File(path, "r") as f:
+            if f.attrs.get("format") != FORMAT or f.attrs.get("version") != VERSION:
+                raise ConfigError(f"{path} is not a {FORMAT} v{VERSION} file")
+            return json.loads(f.attrs["meta"])
+    except (OSError, KeyError, ValueError) as e:
+        raise ConfigError(f"{path} is missing or corrupt ({e.__class__.__name__}: {e})") from None
+
+
+def read_snippets(path: Path | str) -> list[str]:
+    """The snippets in a file ``write_dataset`` wrote, without loading its arrays."""
+    path = Path(path)
+    read_meta(path)   # checks the format
+    with h5py.File(path, "r") as f:
+        return sorted(k for k in f.keys() if isinstance(f[k], h5py.Group))
 
 
 def read_results(path: Path | str) -> tuple[list[dict], dict]:
@@ -458,7 +515,31 @@ def run_collect_job(job: CollectJob) -> str:
     return str(write_dataset(job.path, [result], meta=job.meta))
 
 
-def finished_part(job: CollectJob) -> bool:
+@dataclass(frozen=True)
+class RelabelJob:
+    """One snippet's DAgger round (``relabel_planner``): its data in ``data`` with ``trajectories`` episodes of the
+    ``primitives`` appended, labelled by the planner with the collection's ``settings``, written as a part
+    (``path``) like a ``CollectJob``'s."""
+    snippet: str
+    data: str
+    primitives: str
+    path: str
+    seed: int
+    trajectories: int
+    action_noise_std: float
+    settings: dict | None = None
+    meta: dict | None = None
+
+
+def run_relabel_job(job: RelabelJob) -> str:
+    """Relabel ``job.snippet`` and write its part (the snippet's old data plus the new episodes), atomically."""
+    (result,) = [r for r in read_results(job.data)[0] if r["snippet"] == job.snippet]
+    relabelled = relabel_planner(job.snippet, job.primitives, job.trajectories, job.action_noise_std, job.seed,
+                                 job.settings)
+    return str(write_dataset(job.path, [with_relabelled(result, relabelled)], meta=job.meta))
+
+
+def finished_part(job: CollectJob | RelabelJob) -> bool:
     """Whether ``job``'s part exists and was collected with the same settings (``ConfigError`` if it differs or
     is unreadable: the user decides whether to delete it)."""
     if not Path(job.path).is_file():

@@ -62,6 +62,25 @@ def reference_encoder(model, reference: torch.Tensor):
     return latent
 
 
+def primitives_actor(model, snippet: str, seed: int = 0, ref_path=None):
+    """The primitives as a tracking policy of ``snippet``: ``(t, proprio state [S]) -> command [A]``, the decoder's
+    clipped mean with the latent from the encoder, closed loop on the clip's reference (``reference_encoder``;
+    primitives with the look-ahead of the seed have no closed-loop encoder: ValueError)."""
+    if model.config.lookahead_source != "reference":
+        raise ValueError("only primitives whose look-ahead reads the reference (distill --lookahead reference) "
+                         "can track a clip closed loop")
+    device = next(model.parameters()).device
+    latent = reference_encoder(model, torch.as_tensor(reference_states(snippet, seed, ref_path), device=device))
+
+    @torch.no_grad()
+    def act(t: int, state: np.ndarray) -> np.ndarray:
+        state = torch.as_tensor(np.asarray(state, np.float32), device=device)
+        mean, _ = model.decode(state, latent(t, state))
+        return mean.clamp(-1.0, 1.0).cpu().numpy()
+
+    return act
+
+
 def optimise_latents(model, states: torch.Tensor, actions: torch.Tensor, init: torch.Tensor, iterations: int = 300,
                      lr: float = 0.05) -> tuple[torch.Tensor, float, float]:
     """Eq 8.10 on one trajectory: (z [T, L], action MSE before, after). ``states [T, S]``, ``actions [T, A]``."""
