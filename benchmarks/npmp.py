@@ -9,8 +9,13 @@ reward 1 per step within 1 m), ≥ 3 seeds each, identical svg0 settings (``COMM
 The thesis: reuse learns an order of magnitude faster than scratch, and the beta = 0.1 module trains faster and
 falls less than beta = 0.001 (median over 10 seeds). Reported per condition: steps for the mean of the last
 ``WINDOW`` training returns to reach ``THRESHOLD``, final training return, evaluation return, mean episode length
-(steps before a fall; the episode limit is 25 s = 833 steps), fraction of episodes
+(steps before a fall; the episode limit is 25 s = 833 steps), targets reached per episode (``task/targets_reached``),
+fraction of episodes
 ending in a fall (``train/fell``, over all and over the last ``WINDOW`` episodes) and the last latent statistics.
+
+Each npmp run records the checksum of its primitives; a rerun drops (and runs again) runs made on other
+primitives. The results for the svg0-distilled primitives shipped until 2026-11-23 are kept in
+benchmarks/results/npmp_svg0_primitives.json.
 
 The pipeline's own numbers (experts' relative returns from ``python -m pipelines.npmp report-experts``, one-shot
 imitation on training and held-out clips and the latent-optimisation diagnostic from ``python -m pipelines.npmp
@@ -27,6 +32,7 @@ import argparse
 import json
 import multiprocessing as mp
 import platform
+import shutil
 import sys
 from pathlib import Path
 
@@ -43,7 +49,7 @@ WINDOW = 10
 THRESHOLD = 10.0  # steps spent within 1 m of the target in one episode
 # Budget-driven svg0 settings shared by every condition (the thesis gives no HL-policy setup).
 COMMON = {"hidden": "128,128", "update_every": "4", "learning_starts": "1000"}
-TAGS = ("train/fell", "latent/abs_mean", "latent/std")
+TAGS = ("train/fell", "latent/abs_mean", "latent/std", "task/targets_reached")
 
 
 def conditions(weak_primitives: Path) -> dict[str, tuple[str, dict]]:
@@ -52,10 +58,22 @@ def conditions(weak_primitives: Path) -> dict[str, tuple[str, dict]]:
             "npmp_beta_0.001": ("npmp", {"primitives": str(weak_primitives)})}
 
 
+def primitives_of(agent: str, overrides: dict) -> str | None:
+    """The checksum of the primitives an npmp run acts through (None for scratch): a run made on other primitives
+    (say, before the shipped ones were replaced) is not reused."""
+    if agent != "npmp":
+        return None
+    from priors.npmp import DEFAULT_PRIMITIVES
+
+    meta = json.loads((Path(overrides.get("primitives", DEFAULT_PRIMITIVES)) / "meta.json").read_text())
+    return meta["sha256"]["weights.safetensors"]
+
+
 def _job(args):
     key, agent, seed, steps, overrides, logdir = args
     print(f"start {key}", flush=True)
     record = train_and_read(ENV, agent, seed, steps, {**COMMON, **overrides}, Path(logdir), tags=TAGS)
+    record["primitives_sha256"] = primitives_of(agent, overrides)
     print(f"done  {key}: eval {record['eval_return']:.1f} in {record['wall_s']:.0f} s", flush=True)
     return key, record
 
@@ -78,6 +96,7 @@ def summarise(runs: dict, names: list[str], seeds: list[int], steps: int, workdi
         final = [float(np.mean([v for _, v in r["curve"][-WINDOW:]])) if r["curve"] else float("nan")
                  for r in records]
         falls = [[v for _, v in r["series"].get("train/fell", [])] for r in records]
+        targets = [[v for _, v in r["series"].get("task/targets_reached", [])] for r in records]
         out[name] = {"seeds": len(records), "threshold": THRESHOLD, "steps_to_threshold": reached,
                      "reached_threshold": sum(r is not None for r in reached),
                      "final_train_return_mean": float(np.mean(final)), "final_train_return_std": float(np.std(final)),
@@ -89,6 +108,10 @@ def summarise(runs: dict, names: list[str], seeds: list[int], steps: int, workdi
                      # train/fell is 0/1 per episode: the fraction of falls over all and over the last episodes
                      "fell_fraction": [round(float(np.mean(f)), 4) if f else None for f in falls],
                      "fell_fraction_last": [round(float(np.mean(f[-WINDOW:])), 4) if f else None for f in falls],
+                     # targets reached per episode (held for 10 steps): what a user watches
+                     "targets_reached_total": [int(sum(t)) for t in targets],
+                     "targets_reached_per_episode_last": [round(float(np.mean(t[-WINDOW:])), 3) if t else None
+                                                          for t in targets],
                      "latent_abs_mean_last": [r["last"].get("latent/abs_mean") for r in records],
                      "wall_s_mean": float(np.mean([r["wall_s"] for r in records]))}
     return out
@@ -99,7 +122,7 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=10_000, help="environment steps per run")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--conditions", nargs="+", default=["scratch", "npmp_beta_0.1", "npmp_beta_0.001"])
-    p.add_argument("--weak", type=Path, default=ROOT / "runs" / "npmp" / "primitives-beta0.001",
+    p.add_argument("--weak", type=Path, default=ROOT / "runs" / "npmp" / "mpc_mix" / "primitives-beta0.001",
                    help="primitives distilled with beta = 0.001")
     p.add_argument("--pipeline-dir", type=Path, default=ROOT / "runs" / "npmp",
                    help="where the pipeline's reports are: experts.json (report-experts) and report*.json "
@@ -126,6 +149,12 @@ def main(argv=None) -> int:
     jobs = [(f"{name}|seed={seed}|steps={args.steps}", *specs[name][:1], seed, args.steps, specs[name][1],
              str(logdir_of(args.workdir, name, seed, args.steps)))
             for name in args.conditions for seed in args.seeds]
+    if not args.report:   # runs on other primitives than the ones named now are run again
+        for key, agent, _, _, overrides, logdir in jobs:
+            if key in runs and runs[key].get("primitives_sha256") != primitives_of(agent, overrides):
+                print(f"{key}: made on other primitives, run again", flush=True)
+                del runs[key]
+                shutil.rmtree(logdir, ignore_errors=True)
     if not args.report:
         run_jobs(_job, jobs, args.workers, runs, args.output, header)
     else:   # the runs' own command and machine, not this rebuild's

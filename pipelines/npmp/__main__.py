@@ -161,24 +161,30 @@ def collection_jobs(args) -> tuple[list, dict]:
 def collect(args) -> Path:
     """Collect every snippet into its own part file under ``<data>.parts/`` (kept: a rerun collects only the
     snippets still missing), then merge the parts into ``--data``."""
+    from pipelines.npmp import data
+
+    jobs, meta = collection_jobs(args)
+    _run_parts(args, data.run_collect_job, jobs, args.data.with_suffix(".parts"), "collect")
+    return data.merge_parts([job.path for job in jobs], args.data, meta=meta)
+
+
+def _run_parts(args, run, jobs: list, parts: Path, verb: str) -> None:
+    """Run the jobs whose part file is not there yet (the shortest snippets first: a stopped run has the most
+    snippets), fanned out on Ray or ``--processes``; finished parts are kept whatever happens."""
     from agents.config import ConfigError
     from agents.fanout import FanOutError, fan_out
     from envs.mocap.tracking import snippet_frames
     from pipelines.npmp import data
 
-    jobs, meta = collection_jobs(args)
-    parts = args.data.with_suffix(".parts")
-    todo = [job for job in jobs if not data.finished_part(job)]
-    todo.sort(key=lambda job: snippet_frames(job.snippet))   # the shortest first: a stopped run has the most snippets
+    todo = sorted((job for job in jobs if not data.finished_part(job)), key=lambda job: snippet_frames(job.snippet))
     if len(todo) < len(jobs):
-        print(f"{len(jobs) - len(todo)} of {len(jobs)} snippets already collected in {parts}", file=sys.stderr)
+        print(f"{len(jobs) - len(todo)} of {len(jobs)} snippets already {verb}ed in {parts}", file=sys.stderr)
     try:
-        fan_out(data.run_collect_job, todo, address=args.address, num_cpus=args.num_cpus, processes=args.processes,
+        fan_out(run, todo, address=args.address, num_cpus=args.num_cpus, processes=args.processes,
                 label=lambda job: job.snippet)
     except FanOutError as e:
-        raise ConfigError(f"{e}; the finished snippets are kept in {parts}: rerun the same command to collect "
+        raise ConfigError(f"{e}; the finished snippets are kept in {parts}: rerun the same command to {verb} "
                           "the rest") from None
-    return data.merge_parts([job.path for job in jobs], args.data, meta=meta)
 
 
 def relabel(args) -> Path:
@@ -186,8 +192,6 @@ def relabel(args) -> Path:
     ``--trajectories`` episodes driven by the primitives and labelled by the planner, one part per snippet under
     ``<out>.parts/`` (resumable like ``collect``); then the data with those episodes appended -> ``--out``."""
     from agents.config import ConfigError
-    from agents.fanout import FanOutError, fan_out
-    from envs.mocap.tracking import snippet_frames
     from pipelines.npmp import data
     from priors.npmp import load_primitives
 
@@ -210,15 +214,7 @@ def relabel(args) -> Path:
     jobs = [data.RelabelJob(s, str(args.data), str(args.primitives), str(parts / f"{s}.h5"), args.seed + i,
                             args.trajectories, args.action_noise, base_meta.get("planner"), meta)
             for i, s in enumerate(snippets)]
-    todo = sorted((job for job in jobs if not data.finished_part(job)), key=lambda job: snippet_frames(job.snippet))
-    if len(todo) < len(jobs):
-        print(f"{len(jobs) - len(todo)} of {len(jobs)} snippets already relabelled in {parts}", file=sys.stderr)
-    try:
-        fan_out(data.run_relabel_job, todo, address=args.address, num_cpus=args.num_cpus, processes=args.processes,
-                label=lambda job: job.snippet)
-    except FanOutError as e:
-        raise ConfigError(f"{e}; the finished snippets are kept in {parts}: rerun the same command to relabel "
-                          "the rest") from None
+    _run_parts(args, data.run_relabel_job, jobs, parts, "relabel")
     unchanged = [r for r in data.read_results(args.data)[0] if r["snippet"] not in snippets]
     relabelled = [r for job in jobs for r in data.read_results(job.path)[0]]
     path = data.write_dataset(args.out, [*relabelled, *unchanged], meta=meta)
