@@ -5,7 +5,8 @@ reward 1 per step within 1 m), ≥ 3 seeds each, identical svg0 settings (``COMM
 - ``svg0 scratch``: svg0 acting on the 56 actuators directly;
 - ``npmp beta=0.1``: ``--agent npmp`` on the shipped primitives (data/primitives/npmp, beta = 0.1);
 - ``npmp beta=0.001``: ``--agent npmp`` on primitives distilled from the same data with beta = 0.001 (the thesis's
-  "very weakly regularised" module; made by ``python -m pipelines.npmp distill --beta 0.001``, path ``--weak``).
+  "very weakly regularised" module; shipped in data/primitives/npmp-beta0.001, made by ``python -m pipelines.npmp
+  distill --beta 0.001`` on the shipped primitives' data; another path with ``--weak``).
 The thesis: reuse learns an order of magnitude faster than scratch, and the beta = 0.1 module trains faster and
 falls less than beta = 0.001 (median over 10 seeds). Reported per condition: steps for the mean of the last
 ``WINDOW`` training returns to reach ``THRESHOLD``, final training return, evaluation return, mean episode length
@@ -122,7 +123,7 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=10_000, help="environment steps per run")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--conditions", nargs="+", default=["scratch", "npmp_beta_0.1", "npmp_beta_0.001"])
-    p.add_argument("--weak", type=Path, default=ROOT / "runs" / "npmp" / "mpc_mix" / "primitives-beta0.001",
+    p.add_argument("--weak", type=Path, default=ROOT / "data" / "primitives" / "npmp-beta0.001",
                    help="primitives distilled with beta = 0.001")
     p.add_argument("--pipeline-dir", type=Path, default=ROOT / "runs" / "npmp",
                    help="where the pipeline's reports are: experts.json (report-experts) and report*.json "

@@ -154,3 +154,16 @@ def test_shipped_primitives_load_with_their_record_and_drive_the_humanoid():
     for _ in range(3):
         _, reward, terminated, truncated, info = env.step(np.zeros(c.latent_dim, np.float32))
         assert np.isfinite(reward) and info["latent"].shape == (c.latent_dim,)
+
+
+def test_shipped_weak_primitives_differ_from_the_shipped_ones_only_in_beta():
+    """benchmarks/npmp.py's beta = 0.001 condition (seed 000 Fig 8.6a) reads them on a fresh clone."""
+    from priors.npmp import DEFAULT_PRIMITIVES
+
+    model, meta = load_primitives(DEFAULT_PRIMITIVES.parent / "npmp-beta0.001")
+    _, shipped = load_primitives(DEFAULT_PRIMITIVES)
+    assert model.config.beta == 0.001 and shipped["config"]["beta"] == 0.1
+    assert {k: v for k, v in meta["config"].items() if k != "beta"} == \
+        {k: v for k, v in shipped["config"].items() if k != "beta"}
+    assert meta["clips"] == shipped["clips"] and meta["held_out"] == shipped["held_out"]
+    assert meta["distill"] == shipped["distill"] and meta["data"] == shipped["data"]

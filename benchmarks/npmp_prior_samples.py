@@ -1,0 +1,126 @@
+"""What the frozen primitives do before any high-level learning (seed 000 §8.4, Fig 8.6a: "more regularised modules
+... are less likely to fall at the start").
+
+On ``humanoid`` (the reuse task of ``make run``), the decoder acts on latents that no policy chose, from the
+task's own start (standing, random position and heading): ``prior`` draws z_t from the AR(1) prior the primitives were
+trained with (z_t = alpha z_{t-1} + sqrt(1 - alpha^2) eps, the marginal N(0, I)), ``zero`` holds z_t = 0 (the
+prior's mean). Next to them, the body without primitives: ``hold-pose`` commands every servo to its start angle.
+Reported per condition: steps before the fall (the episode ends when the head drops below 0.95 m; 833 steps is the
+25 s limit) and planar distance from the start. A high-level policy starts near these behaviours (its initial
+actions are small and noisy), so they bound what reuse begins from.
+
+    python benchmarks/npmp_prior_samples.py                       # shipped beta = 0.1 and beta = 0.001, 8 episodes
+    python benchmarks/npmp_prior_samples.py --primitives runs/x/primitives --episodes 20 --results /tmp/p.json
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import envs  # noqa: E402
+from benchmarks.runs import fail, write_json  # noqa: E402
+from envs.mocap.tracking import servo_command  # noqa: E402
+from priors.npmp import DEFAULT_PRIMITIVES, ModuleFileError, load_primitives  # noqa: E402
+from priors.reuse import LatentActionEnv  # noqa: E402
+
+ENV = "humanoid"
+LATENTS = ("prior", "zero")
+
+
+def episode(env, act, seed: int) -> dict:
+    """One episode of ``env`` driven by ``act(step)``: steps, whether it fell, distance travelled in the plane."""
+    env.reset(seed=seed)
+    task, physics = env.unwrapped.task, env.unwrapped.physics
+    start = task.root_position(physics)[:2].copy()
+    steps, fell = 0, False
+    while True:
+        _, _, terminated, truncated, info = env.step(act(steps))
+        steps += 1
+        if terminated or truncated:
+            fell = bool(info.get("fell", False))
+            break
+    return {"steps": steps, "fell": fell, "distance": float(np.linalg.norm(task.root_position(physics)[:2] - start))}
+
+
+def latent_episodes(primitives: Path, latents: str, episodes: int) -> list[dict]:
+    model, meta = load_primitives(primitives)
+    c = model.config
+    env = LatentActionEnv(envs.make(ENV, seed=0), model.decode, c.latent_dim, meta["obs_groups"], scale=1.0,
+                          mean_to_action="clip", action_dim=c.action_dim)
+    out = []
+    for seed in range(episodes):
+        rng = np.random.default_rng(seed)
+        z = rng.standard_normal(c.latent_dim)
+
+        def act(step):
+            nonlocal z
+            if latents == "zero":
+                return np.zeros(c.latent_dim, np.float32)
+            if step:
+                z = c.ar_coef * z + np.sqrt(1.0 - c.ar_coef ** 2) * rng.standard_normal(c.latent_dim)
+            return z.astype(np.float32)
+
+        out.append(episode(env, act, seed))
+    env.close()
+    return out
+
+
+def hold_pose_episodes(episodes: int) -> list[dict]:
+    env = envs.make(ENV, seed=0)
+    out = []
+    for seed in range(episodes):
+        env.reset(seed=seed)
+        physics, walker = env.unwrapped.physics, env.unwrapped.task.walker
+        joints = physics.bind([actuator.joint for actuator in walker.actuators])
+        low, high = joints.range.T
+        hold = np.clip(servo_command(joints.qpos.copy(), low, high), -1.0, 1.0).astype(np.float32)
+        out.append(episode(env, lambda step: hold, seed))
+    env.close()
+    return out
+
+
+def summarise(runs: list[dict]) -> dict:
+    return {"episodes": len(runs), "median_steps": statistics.median(r["steps"] for r in runs),
+            "mean_steps": statistics.fmean(r["steps"] for r in runs),
+            "fell_fraction": statistics.fmean(r["fell"] for r in runs),
+            "mean_distance": statistics.fmean(r["distance"] for r in runs), "runs": runs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--primitives", type=Path, nargs="+",
+                   default=[DEFAULT_PRIMITIVES, DEFAULT_PRIMITIVES.parent / "npmp-beta0.001"])
+    p.add_argument("--episodes", type=int, default=8)
+    p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_prior_samples.json")
+    args = p.parse_args(argv)
+    if args.episodes < 1:
+        p.error("--episodes must be at least 1")
+    torch.set_num_threads(1)
+    results = {"command": "python " + " ".join([f"benchmarks/{Path(__file__).name}", *(argv or sys.argv[1:])]),
+               "date": datetime.date.today().isoformat(), "env": ENV, "conditions": {}}
+    try:
+        for primitives in args.primitives:
+            _, meta = load_primitives(primitives)
+            for latents in LATENTS:
+                key = f"{primitives.name} (beta {meta['config']['beta']}), z: {latents}"
+                results["conditions"][key] = summarise(latent_episodes(primitives, latents, args.episodes))
+                print(key, {k: v for k, v in results["conditions"][key].items() if k != "runs"}, flush=True)
+    except ModuleFileError as e:
+        fail(f"primitives: {e}")
+    results["conditions"]["hold-pose (no primitives)"] = summarise(hold_pose_episodes(args.episodes))
+    print("hold-pose", {k: v for k, v in results["conditions"]["hold-pose (no primitives)"].items() if k != "runs"})
+    write_json(args.results, results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
