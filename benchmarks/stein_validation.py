@@ -176,7 +176,6 @@ def main():
         "python benchmarks/stein_validation.py" + (" --quick" if args.quick else "")
         + " [--cases 3,6 then --cases 7 to stay under 10 minutes per run]")
     res.update({"torch": torch.__version__, "device": "cpu", "dtype": "float64"})
-    t0 = time.time()
     wanted = set(args.cases.split(","))
     for case, key, fn in [("3", "case3_mmd_svgd_vs_hmc", lambda: case3(args.quick)),
                           ("6", "case6_stein_score_estimator", lambda: case6(args.quick)),
