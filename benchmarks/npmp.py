@@ -156,7 +156,6 @@ def main(argv=None) -> int:
                 print(f"{key}: made on other primitives, run again", flush=True)
                 del runs[key]
                 shutil.rmtree(logdir, ignore_errors=True)
-    if not args.report:
         run_jobs(_job, jobs, args.workers, runs, args.output, header)
     else:   # the runs' own command and machine, not this rebuild's
         header = {k: previous.get(k, v) for k, v in header.items()}

@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 import envs  # noqa: E402
 from benchmarks.runs import fail, write_json  # noqa: E402
 from envs.mocap.tracking import servo_command  # noqa: E402
+from priors.models import ar1_chain  # noqa: E402
 from priors.npmp import DEFAULT_PRIMITIVES, ModuleFileError, load_primitives  # noqa: E402
 from priors.reuse import LatentActionEnv  # noqa: E402
 
@@ -56,20 +57,16 @@ def latent_episodes(primitives: Path, latents: str, episodes: int) -> list[dict]
     c = model.config
     env = LatentActionEnv(envs.make(ENV, seed=0), model.decode, c.latent_dim, meta["obs_groups"], scale=1.0,
                           mean_to_action="clip", action_dim=c.action_dim)
+    task = env.unwrapped.task
+    limit = int(np.ceil(task.objective.time_limit / task.control_timestep))   # steps in the longest episode
     out = []
     for seed in range(episodes):
-        rng = np.random.default_rng(seed)
-        z = rng.standard_normal(c.latent_dim)
-
-        def act(step):
-            nonlocal z
-            if latents == "zero":
-                return np.zeros(c.latent_dim, np.float32)
-            if step:
-                z = c.ar_coef * z + np.sqrt(1.0 - c.ar_coef ** 2) * rng.standard_normal(c.latent_dim)
-            return z.astype(np.float32)
-
-        out.append(episode(env, act, seed))
+        if latents == "zero":
+            chain = np.zeros((limit, c.latent_dim), np.float32)
+        else:
+            generator = torch.Generator().manual_seed(seed)
+            chain = ar1_chain(limit, 1, c.latent_dim, c.ar_coef, generator)[0].numpy()
+        out.append(episode(env, lambda step: chain[step], seed))
     env.close()
     return out
 
