@@ -81,7 +81,8 @@ def main(argv=None) -> int:
     from agents.config import ConfigError
     from envs import EnvError
 
-    from agents.loop import TrainingDiverged
+    from agents.protocol import RunInterrupted, TrainingDiverged
+    from agents.runlock import RunDirectoryBusy
     from agents.vector import EnvWorkerError
 
     try:
@@ -92,14 +93,18 @@ def main(argv=None) -> int:
         if resume_from is not None:
             print(f"resuming {run.logdir} at step {trainer.env_steps} from {resume_from.name}", file=sys.stderr)
         result = trainer.train()
-    except (EnvError, ConfigError, CheckpointError, TrainingDiverged, EnvWorkerError) as e:
+    except (EnvError, ConfigError, CheckpointError, TrainingDiverged, EnvWorkerError, RunDirectoryBusy) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # an unwritable or invalid --logdir, a full disk
         print(f"error: {e.strerror or e} ({e.filename})" if e.filename else f"error: {e}", file=sys.stderr)
         return 2
+    except RunInterrupted as e:
+        print(f"stopped by {e}; continue with: python train.py --resume {run.logdir}", file=sys.stderr)
+        return e.exit_status
     except KeyboardInterrupt:
-        print("interrupted; resume from the last checkpoint with --resume", file=sys.stderr)
+        print("stopped at once, without a checkpoint; continue from the last one with: python train.py --resume "
+              "RUN_DIR", file=sys.stderr)
         return 130
     print(f"done: {result['env_steps']} env steps, {result['episodes']} episodes, "
           f"eval return {result['eval_return']:.2f}; logs and checkpoints in {run.logdir}")

@@ -14,7 +14,9 @@ A checkpoint is written into ``step-N.tmp-<pid>``, fsynced, renamed to ``step-N`
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -107,39 +109,126 @@ def save(checkpoint_root: Path, step: int, agent_state: dict, replay_arrays: dic
     return final
 
 
+STEP_NAME = re.compile(r"step-[0-9]{9}")
+TENSOR_FILES = ("model.safetensors", "replay.safetensors")
+MAX_JSON_BYTES = 64 << 20
+
+
 def latest(checkpoint_root: Path) -> Path:
-    pointer = Path(checkpoint_root) / "latest"
-    if not pointer.is_file():
-        raise CheckpointError(f"no checkpoint found in {checkpoint_root} (missing 'latest')")
+    """The checkpoint ``latest`` names, which must be a ``step-N`` directory of this very ``checkpoints/`` folder:
+    never a path outside it, ``..``, an absolute path or a symbolic link (any of which would resume silently from
+    another run's state)."""
+    root = Path(checkpoint_root)
+    pointer = root / "latest"
+    if pointer.is_symlink() or not pointer.is_file():
+        raise CheckpointError(f"no checkpoint found in {root} (missing 'latest')" if not pointer.is_symlink()
+                              else f"{pointer} is a symbolic link; it must be a file naming a step-N directory")
     try:
-        path = Path(checkpoint_root) / pointer.read_text().strip()
+        name = pointer.read_bytes()[:256].decode("utf-8").strip()
     except (OSError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{pointer} is unreadable ({e.__class__.__name__})") from None
-    if not path.is_dir():
-        raise CheckpointError(f"{pointer} names {path.name}, which does not exist")
+    if not STEP_NAME.fullmatch(name):
+        raise CheckpointError(f"{pointer} names {name[:80]!r}, not a step-NNNNNNNNN checkpoint of this run")
+    path = root / name
+    if path.is_symlink() or not path.is_dir():
+        raise CheckpointError(f"{pointer} names {name}, which "
+                              + ("is a symbolic link" if path.is_symlink() else "does not exist"))
     return path
+
+
+def read_json(path: Path):
+    """JSON from a file we wrote; any damage (size, encoding, syntax, nesting) is a CheckpointError."""
+    try:
+        if path.stat().st_size > MAX_JSON_BYTES:
+            raise CheckpointError(f"{path} is too large ({path.stat().st_size} bytes) to be ours")
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} is missing") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise CheckpointError(f"{path} is corrupt ({e.__class__.__name__})") from None
+
+
+def _count(value, field: str, path: Path) -> int:
+    if type(value) is not int or value < 0:   # bool is an int subclass; 1.5, "3", NaN and -1 are refused
+        raise CheckpointError(f"{path}/state.json: {field} must be a non-negative integer, got {value!r:.80}")
+    return value
+
+
+def _check_skeleton(node, tensors: set[str], path: Path, depth: int = 0) -> None:
+    """Every tensor the layout names exists; the layout is no deeper than any state we write."""
+    if depth > 64:
+        raise CheckpointError(f"{path}/state.json: agent_skeleton is nested too deeply")
+    if isinstance(node, dict):
+        if set(node) == {"__tensor__"}:
+            if node["__tensor__"] not in tensors:
+                raise CheckpointError(f"{path}/state.json names a tensor {str(node['__tensor__'])[:80]!r} "
+                                      "that model.safetensors does not hold")
+        elif set(node) == {"__dict__"} and isinstance(node["__dict__"], list):
+            for item in node["__dict__"]:
+                if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], (str, int))):
+                    raise CheckpointError(f"{path}/state.json: agent_skeleton has a malformed entry")
+                _check_skeleton(item[1], tensors, path, depth + 1)
+        elif set(node) == {"__list__"} and isinstance(node["__list__"], list):
+            for item in node["__list__"]:
+                _check_skeleton(item, tensors, path, depth + 1)
+        else:
+            raise CheckpointError(f"{path}/state.json: agent_skeleton has a malformed entry")
+    elif isinstance(node, float) and not math.isfinite(node):
+        raise CheckpointError(f"{path}/state.json: agent_skeleton holds a non-finite number")
+    elif not (node is None or isinstance(node, (bool, int, float, str))):
+        raise CheckpointError(f"{path}/state.json: agent_skeleton has a malformed entry")
+
+
+def validate_meta(meta, path: Path) -> dict:
+    """state.json's fields, checked before anything is restored: format, version, step, checksums of every tensor
+    file in the directory, counters (non-negative integers, ``env_steps`` = ``step``), replay counters."""
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not a {FORMAT} checkpoint")
+    if meta.get("version") != VERSION:
+        raise CheckpointError(f"{path}: checkpoint version {meta.get('version')!r:.40} is not supported ({VERSION})")
+    if "agent_skeleton" not in meta:
+        raise CheckpointError(f"{path}/state.json is incomplete (no state layout)")
+    step = _count(meta.get("step"), "step", path)
+    if path.name != f"step-{step:09d}":
+        raise CheckpointError(f"{path}/state.json says step {step}, but the directory is {path.name}")
+    digests = meta.get("sha256")
+    present = sorted(p.name for p in path.iterdir() if p.name.endswith(".safetensors"))
+    if not isinstance(digests, dict) or "model.safetensors" not in digests \
+            or not set(present) <= set(digests) or not set(digests) <= set(TENSOR_FILES) \
+            or not all(isinstance(d, str) and re.fullmatch(r"[0-9a-f]{64}", d) for d in digests.values()):
+        raise CheckpointError(f"{path}/state.json: sha256 must give a checksum for every tensor file "
+                              f"({', '.join(present) or 'model.safetensors'})")
+    counters = meta.get("counters")
+    if counters is not None:   # checkpoints of the run loop (train.py); other writers may have none
+        if not isinstance(counters, dict):
+            raise CheckpointError(f"{path}/state.json: counters must be an object")
+        for field in ("env_steps", "actor_steps", "episodes"):
+            _count(counters.get(field), f"counters.{field}", path)
+        if counters["env_steps"] != step:
+            raise CheckpointError(f"{path}/state.json: counters.env_steps ({counters['env_steps']}) is not the "
+                                  f"checkpoint's step ({step})")
+    replay = meta.get("replay")
+    if replay is not None:
+        if not isinstance(replay, dict):
+            raise CheckpointError(f"{path}/state.json: replay must be an object")
+        for field in ("next_write_id", "steps_added", "capacity", "K"):
+            _count(replay.get(field), f"replay.{field}", path)
+    return meta
 
 
 def load(path: Path, device: torch.device | str = "cpu") -> tuple[dict, dict, dict[str, np.ndarray] | None]:
     """Read and verify a checkpoint directory: (meta, agent_state, replay_arrays)."""
     path = Path(path)
-    try:
-        meta = json.loads((path / "state.json").read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path}: state.json is missing or corrupt ({e.__class__.__name__})") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise CheckpointError(f"{path} is not a {FORMAT} checkpoint")
-    if meta.get("version") != VERSION:
-        raise CheckpointError(f"{path}: checkpoint version {meta.get('version')} is not supported ({VERSION})")
-    if not isinstance(meta.get("sha256"), dict) or "agent_skeleton" not in meta:
-        raise CheckpointError(f"{path}/state.json is incomplete (no checksums or state layout)")
+    meta = validate_meta(read_json(path / "state.json"), path)
     for name, digest in meta["sha256"].items():
         file = path / name
-        if not file.is_file() or sha256_file(file) != digest:
+        if file.is_symlink() or not file.is_file() or sha256_file(file) != digest:
             raise CheckpointError(f"{file} is missing or corrupt (checksum mismatch)")
     try:
         tensors = load_torch(str(path / "model.safetensors"), device=str(device))
         replay = load_numpy(str(path / "replay.safetensors")) if "replay.safetensors" in meta["sha256"] else None
-    except (SafetensorError, OSError) as e:
-        raise CheckpointError(f"{path}: cannot read tensors ({e})") from None
+    except (SafetensorError, OSError, ValueError, RuntimeError) as e:
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise CheckpointError(f"{path}: cannot read tensors ({first})") from None
+    _check_skeleton(meta["agent_skeleton"], set(tensors), path)
     return meta, unflatten_state(tensors, meta["agent_skeleton"]), replay

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 
@@ -62,6 +63,19 @@ def _parse(value: str, kind, key: str):
     raise ConfigError(f"cannot set {key} from the command line")
 
 
+def check_numbers(config) -> None:
+    """Limits every config shares: no float setting is NaN or infinite, and learning rates (fields named ``lr`` or
+    ``*_lr``) lie in (0, 1] -- an Adam step size of 1e39 overflows inside the optimiser instead of failing here."""
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        values = value if isinstance(value, tuple) else (value,)
+        if any(isinstance(v, float) and not math.isfinite(v) for v in values):
+            raise ConfigError(f"{f.name} must be finite, got {value}")
+        if (f.name == "lr" or f.name.endswith("_lr")) and isinstance(value, (int, float)) \
+                and not 0 < value <= 1:
+            raise ConfigError(f"{f.name} is a learning rate and must be in (0, 1], got {value}")
+
+
 def apply_overrides(config, overrides: dict[str, str]):
     """A copy of dataclass ``config`` with string ``overrides`` parsed by each field's type."""
     hints = typing.get_type_hints(type(config))
@@ -74,21 +88,57 @@ def apply_overrides(config, overrides: dict[str, str]):
             raise ConfigError(f"unknown setting {key!r} for {type(config).__name__}.{hint}")
         changes[key] = _parse(value, hints[key], key)
     config = dataclasses.replace(config, **changes)
+    check_numbers(config)
     if hasattr(config, "validate"):
         config.validate()
     return config
 
 
+def _from_json(value, kind, key: str):
+    """A saved JSON value as a field of type ``kind``, checked strictly (a saved run is not parsed leniently: "x"
+    is no int and "no" no bool)."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for arg in args:
+            if arg is not type(None):
+                try:
+                    return _from_json(value, arg, key)
+                except ConfigError:
+                    pass
+        raise ConfigError(f"{key} has the wrong type ({type(value).__name__}: {value!r:.60})")
+    if origin is typing.Literal:
+        if value not in args:
+            raise ConfigError(f"{key} must be one of {', '.join(map(str, args))}, got {value!r:.60}")
+        return value
+    if origin in (tuple, list):
+        if not isinstance(value, list):
+            raise ConfigError(f"{key} must be a list, got {type(value).__name__}")
+        inner = args[0] if args else str
+        return tuple(_from_json(v, inner, key) for v in value)
+    expected = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}.get(kind)
+    if expected is None:
+        raise ConfigError(f"{key} cannot be read from a saved config")
+    if not isinstance(value, expected) or (kind is not bool and isinstance(value, bool)):
+        raise ConfigError(f"{key} must be {kind.__name__}, got {type(value).__name__} {value!r:.60}")
+    return float(value) if kind is float else value
+
+
 def from_dict(cls, data: dict):
-    """Rebuild a config saved with ``dataclasses.asdict`` (JSON lists become tuples again)."""
+    """Rebuild a config saved with ``dataclasses.asdict``: every field type-checked, ranges validated."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"saved config for {cls.__name__} must be an object, got {type(data).__name__}")
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = set(data) - names
     if unknown:
         raise ConfigError(f"saved config has unknown fields {sorted(unknown)} for {cls.__name__}")
-    values = {k: tuple(v) if isinstance(v, list) and typing.get_origin(hints[k]) in (tuple, list) else v
-              for k, v in data.items()}
-    return cls(**values)
+    config = cls(**{k: _from_json(v, hints[k], k) for k, v in data.items()})
+    check_numbers(config)
+    if hasattr(config, "validate"):
+        config.validate()
+    return config
 
 
 def split_overrides(pairs: list[str]) -> dict[str, str]:

@@ -7,12 +7,16 @@ episode itself is not restored (the environment starts a fresh episode, seeded f
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
 import math
 import random
+import signal
+import threading
 import time
+import weakref
 from pathlib import Path
 
 import gymnasium as gym
@@ -25,8 +29,9 @@ import envs
 from agents import checkpoint
 from agents.config import ConfigError, apply_overrides, from_dict
 from agents.observations import ObsLayout
-from agents.protocol import Agent, TrainingDiverged
+from agents.protocol import Agent, RunInterrupted, TrainingDiverged
 from agents.replay import SequenceReplay
+from agents.runlock import RunLock
 from agents.actors import LocalActor, RayActors
 from agents.vector import EnvPool
 
@@ -55,8 +60,8 @@ class RunConfig:
     def validate(self) -> None:
         for name in ("steps", "action_repeat", "eval_every", "eval_episodes", "checkpoint_every", "log_every",
                      "threads", "num_envs", "actors", "actor_chunk"):
-            if getattr(self, name) < (0 if name in ("steps", "actors") else 1):
-                raise ConfigError(f"{name} must be {'>= 0' if name in ('steps', 'actors') else 'positive'}, "
+            if getattr(self, name) < (0 if name == "actors" else 1):
+                raise ConfigError(f"{name} must be {'>= 0' if name == 'actors' else 'positive'}, "
                                   f"got {getattr(self, name)}")
         if self.address and self.actors == 0:
             raise ConfigError("address names a Ray cluster for distributed actors; set actors >= 1 as well")
@@ -153,11 +158,19 @@ class Trainer:
         self.replay = SequenceReplay(agent_config.replay_capacity, self.layout.dim, action_dim,
                                      agent_config.sequence_length, self.rng)
         self.env_steps = self.actor_steps = self.episodes = 0
+        # held from before the checkpoint is read until train() returns (or the process ends)
+        self.lock = RunLock(self.run_dir)
+        weakref.finalize(self, self.lock.release)
         if resume_from is not None:
-            self._restore(resume_from)
-            if self.env_steps >= run.steps:
-                raise ConfigError(f"the run is already at step {self.env_steps} (--steps {run.steps}); "
-                                  "pass a larger --steps to continue it")
+            self.lock.acquire()
+            try:
+                self._restore(resume_from)
+                if self.env_steps >= run.steps:
+                    raise ConfigError(f"the run is already at step {self.env_steps} (--steps {run.steps}); "
+                                      "pass a larger --steps to continue it")
+            except BaseException:
+                self.lock.release()
+                raise
 
     def _make_env(self, seed: int):
         return make_run_env(self.run.env, self.run.action_repeat, self.run.agent, self.agent_config, str(self.device),
@@ -171,6 +184,16 @@ class Trainer:
     # -- run directory ---------------------------------------------------------------------------------------
     def resolved_config(self) -> dict:
         return {"run": dataclasses.asdict(self.run), "agent": dataclasses.asdict(self.agent_config)}
+
+    def _update(self) -> dict:
+        try:
+            return self.agent.update(self.replay.sample(self.agent_config.batch_size, self.device))
+        except RuntimeError as e:   # e.g. an optimiser step that overflows: the same as a non-finite loss
+            if "overflow" not in str(e) and "nan" not in str(e).lower():
+                raise
+            first = (str(e).strip().splitlines() or [""])[0][:120]
+            raise TrainingDiverged(f"the update at env step {self.env_steps} failed numerically ({first}); lower "
+                                   "the learning rates or set grad_clip; the last checkpoint is intact") from None
 
     def save_checkpoint(self) -> Path:
         state = {"agent": self.agent.state_dict(), "torch_rng": torch.get_rng_state()}
@@ -218,13 +241,36 @@ class Trainer:
         # first: an unreachable Ray cluster leaves no run directory behind
         source = source if source is not None else self.experience_source()
         try:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.lock.acquire()   # creates the run directory
             checkpoint.atomic_write_text(self.run_dir / "config.json", json.dumps(self.resolved_config(), indent=1))
             # purge_step drops events that a killed run logged after its checkpoint (the checkpoint's step stays)
             writer = SummaryWriter(str(self.run_dir), purge_step=self.env_steps + 1 if self.env_steps else None)
-            return self._train(writer, source, self.eval_env.metadata.get("render_fps", 30))
+            with self._stop_on_signals():
+                return self._train(writer, source, self.eval_env.metadata.get("render_fps", 30))
         finally:
             source.close()
+            self.lock.release()
+
+    @contextlib.contextmanager
+    def _stop_on_signals(self):
+        """SIGINT and SIGTERM ask the loop to stop after its current step with a checkpoint (``RunInterrupted``);
+        a second one stops at once (KeyboardInterrupt), the previous checkpoint intact."""
+        self.stop_signal = None
+        if threading.current_thread() is not threading.main_thread():   # signal handlers live in the main thread
+            yield
+            return
+
+        def handler(signum, frame):
+            if self.stop_signal is not None:
+                raise KeyboardInterrupt
+            self.stop_signal = signum
+
+        previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
 
     def experience_source(self):
         """Acting in this process (``actors = 0``), or distributed actors on Ray (agents/actors.py)."""
@@ -244,16 +290,24 @@ class Trainer:
                          run.actor_chunk)
 
     def _train(self, writer, source, fps: int) -> dict:
+        run = self.run
+        experience = source.start()  # every stream starts a fresh episode, also on resume (with any N)
+        bar = tqdm(total=run.steps, initial=self.env_steps, unit="step", dynamic_ncols=True, mininterval=1.0,
+                   desc=f"{run.agent} {run.env}")
+        try:   # the bar is closed before any message (an error, an interruption) reaches the terminal
+            return self._loop(writer, source, fps, bar, experience)
+        finally:
+            bar.close()
+            writer.close()
+
+    def _loop(self, writer, source, fps: int, bar, experience) -> dict:
         run, cfg = self.run, self.agent_config
         streams = run.num_envs * max(run.actors, 1)
         episode_return, episode_length = [0.0] * streams, [0] * streams
-        experience = source.start()  # every stream starts a fresh episode, also on resume (with any N)
         sums: dict[str, float] = {}
         count = 0
         updates_at_log, steps_at_log, time_at_log = self.agent.updates, self.env_steps, time.perf_counter()
         last_return = eval_return = float("nan")
-        bar = tqdm(total=run.steps, initial=self.env_steps, unit="step", dynamic_ncols=True, mininterval=1.0,
-                   desc=f"{run.agent} {run.env}")
         while self.env_steps < run.steps:
             seen = []  # the states that arrived, for the agent's running statistics (observation normalisation)
             for stream, flat in experience.starts:
@@ -284,7 +338,7 @@ class Trainer:
             points = update_points(actor_before, self.actor_steps, cfg.learning_starts, cfg.update_every) \
                 if self.agent.learns else 0
             for _ in range(points * cfg.updates_per_step):
-                metrics = self.agent.update(self.replay.sample(cfg.batch_size, self.device))
+                metrics = self._update()
                 for k, v in metrics.items():  # floats or 0-d tensors: summed without a host sync
                     sums[k] = sums.get(k, 0.0) + (v.detach() if torch.is_tensor(v) else v)
                 count += 1
@@ -323,11 +377,13 @@ class Trainer:
                 bar.set_postfix(ret=f"{last_return:.1f}", eval=f"{eval_return:.1f}")
             if checkpointing:
                 writer.flush()
-                self.save_checkpoint()
+                saved = self.save_checkpoint()
+            if self.stop_signal is not None and not done:
+                writer.flush()
+                raise RunInterrupted(self.stop_signal, self.env_steps,
+                                     saved if checkpointing else self.save_checkpoint())
             if not done:
                 experience = source.collect()
-        bar.close()
-        writer.close()
         return {"env_steps": self.env_steps, "episodes": self.episodes, "eval_return": eval_return,
                 "last_train_return": last_return}
 
@@ -366,12 +422,14 @@ def build_run(flags: dict, overrides: dict[str, str], resume: Path | None = None
 def load_run_config(run_dir: Path) -> tuple[RunConfig, object]:
     """The resolved configs saved in a run directory (for ``--resume``)."""
     path = Path(run_dir) / "config.json"
+    if not path.is_file():
+        raise checkpoint.CheckpointError(f"{run_dir} is not a run directory (no config.json)")
+    saved = checkpoint.read_json(path)
     try:
-        saved = json.loads(path.read_text())
+        if not isinstance(saved, dict) or not isinstance(saved.get("run"), dict) or "agent" not in saved:
+            raise ConfigError("it must hold the objects 'run' and 'agent'")
         run = from_dict(RunConfig, saved["run"])
         agent_config = from_dict(agents.config_class(run.agent), saved["agent"])
-    except (FileNotFoundError, NotADirectoryError):
-        raise checkpoint.CheckpointError(f"{run_dir} is not a run directory (no config.json)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ConfigError) as e:
-        raise checkpoint.CheckpointError(f"{path} is corrupt ({e.__class__.__name__}: {e})") from None
+    except (KeyError, TypeError, ValueError) as e:   # ConfigError is a ValueError
+        raise checkpoint.CheckpointError(f"{path} is corrupt ({e})") from None
     return run, agent_config

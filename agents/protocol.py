@@ -16,6 +16,20 @@ class TrainingDiverged(RuntimeError):
     """A loss, a metric or an action became NaN/inf; the last checkpoint is left untouched."""
 
 
+class RunInterrupted(Exception):
+    """SIGINT or SIGTERM stopped a run after its current step; a checkpoint of that step was written first."""
+
+    def __init__(self, signum: int, step: int, checkpoint):
+        import signal
+
+        self.signum, self.step, self.checkpoint = signum, step, checkpoint
+        super().__init__(f"{signal.Signals(signum).name} at step {step}; checkpoint written to {checkpoint}")
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum   # the shell's convention: 130 for SIGINT, 143 for SIGTERM
+
+
 @runtime_checkable
 class Agent(Protocol):
     updates: int  # learner updates so far (checkpointed)

@@ -35,8 +35,12 @@ def _step(env, action) -> StepResult:
 
 
 def _worker(conn, make_env: Callable[[int], Any], seed: int) -> None:
+    import signal
+
     import torch
 
+    # Ctrl-C reaches the whole process group: the parent decides when to stop (after a checkpoint), not the workers
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     try:
         env = make_env(seed)

@@ -59,7 +59,8 @@ def main() -> None:
             config, resume = agents.resolve_config("svg0", overrides), None
             run = RunConfig(env=TASK, agent="svg0", steps=BUDGET, seed=args.seed, action_repeat=REPEAT,
                             logdir=str(args.run_dir), eval_every=20_000, eval_episodes=5, checkpoint_every=20_000)
-        run = dataclasses.replace(run, actors=args.actors)
+        # a resumed run stored the step bound of its last leg; the legs below set their own bounds
+        run = dataclasses.replace(run, actors=args.actors, steps=BUDGET)
         trainer = Trainer(run, config, resume_from=resume)
     except (ConfigError, checkpoint.CheckpointError) as e:
         fail(f"{e}")

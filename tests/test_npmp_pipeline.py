@@ -61,6 +61,14 @@ def test_lfpc_distillation_and_bad_input(pipeline, capsys):
     assert "no NPMP data" in capsys.readouterr().err
     assert npmp_main(["evaluate", *common, "--primitives", str(work / "missing")]) == 2
     assert "no NPMP primitives" in capsys.readouterr().err
+    # a second distillation into a directory another process is distilling into: one line, nothing replaced
+    from agents.runlock import RunLock
+
+    before = (work / "lfpc" / "weights.safetensors").read_bytes()
+    with RunLock(work / "lfpc", lock_file=work / ".lfpc.lock"):
+        assert npmp_main(["distill", *common, *TINY_MODEL, "--out", str(work / "lfpc")]) == 2
+    assert "in use by another process" in capsys.readouterr().err
+    assert (work / "lfpc" / "weights.safetensors").read_bytes() == before
 
 
 def test_npmp_agent_trains_on_the_pipeline_primitives(pipeline):

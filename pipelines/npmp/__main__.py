@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from priors.io import ModuleFileError
+from agents.runlock import RunLock
 
 ROOT = Path(__file__).resolve().parents[2]
 # Snippets (data/mocap/cmu_snippets.h5) with an expert: walks, runs, and the jump-and-turn clip 01_01 (turning);
@@ -164,8 +165,9 @@ def collect(args) -> Path:
     from pipelines.npmp import data
 
     jobs, meta = collection_jobs(args)
-    _run_parts(args, data.run_collect_job, jobs, args.data.with_suffix(".parts"), "collect")
-    return data.merge_parts([job.path for job in jobs], args.data, meta=meta)
+    with RunLock(args.data.with_suffix(".parts")):   # one collector per data file
+        _run_parts(args, data.run_collect_job, jobs, args.data.with_suffix(".parts"), "collect")
+        return data.merge_parts([job.path for job in jobs], args.data, meta=meta)
 
 
 def _run_parts(args, run, jobs: list, parts: Path, verb: str) -> None:
@@ -214,10 +216,11 @@ def relabel(args) -> Path:
     jobs = [data.RelabelJob(s, str(args.data), str(args.primitives), str(parts / f"{s}.h5"), args.seed + i,
                             args.trajectories, args.action_noise, base_meta.get("planner"), meta)
             for i, s in enumerate(snippets)]
-    _run_parts(args, data.run_relabel_job, jobs, parts, "relabel")
-    unchanged = [r for r in data.read_results(args.data)[0] if r["snippet"] not in snippets]
-    relabelled = [r for job in jobs for r in data.read_results(job.path)[0]]
-    path = data.write_dataset(args.out, [*relabelled, *unchanged], meta=meta)
+    with RunLock(parts):
+        _run_parts(args, data.run_relabel_job, jobs, parts, "relabel")
+        unchanged = [r for r in data.read_results(args.data)[0] if r["snippet"] not in snippets]
+        relabelled = [r for job in jobs for r in data.read_results(job.path)[0]]
+        path = data.write_dataset(args.out, [*relabelled, *unchanged], meta=meta)
     print(f"relabelled data written to {path}")
     return path
 
@@ -240,9 +243,11 @@ def distill(args) -> Path:
                               encoder_hidden=_widths(args.encoder_hidden), decoder_hidden=_widths(args.decoder_hidden),
                               beta=args.beta, lookahead_source=args.lookahead)
     config = DistillConfig(scheme=args.scheme, steps=args.distill_steps, batch=args.batch, seed=args.seed)
-    run(dataset, args.out, model_config, config, {"proprio": dataset.state_dim}, device=args.device,
-        meta={"held_out": list(args.held_out), "data": _repo_relative(args.data), "collection": dataset.meta},
-        logdir=args.logdir or _shipped_logdir(Path(args.out)))
+    # one distillation per primitives directory; the lock lies beside it, since saving replaces the directory
+    with RunLock(args.out, lock_file=args.out.with_name(f".{args.out.name}.lock")):
+        run(dataset, args.out, model_config, config, {"proprio": dataset.state_dim}, device=args.device,
+            meta={"held_out": list(args.held_out), "data": _repo_relative(args.data), "collection": dataset.meta},
+            logdir=args.logdir or _shipped_logdir(Path(args.out)))
     print(f"primitives written to {args.out}")
     return args.out
 
@@ -317,6 +322,7 @@ def main(argv=None) -> int:
     from agents.config import ConfigError
     from envs import EnvError
     from agents.fanout import FanOutError
+    from agents.runlock import RunDirectoryBusy
 
     args = parse_args(argv)
     try:
@@ -346,7 +352,8 @@ def main(argv=None) -> int:
                 distill(args)
             args.primitives, args.out, args.latent_iterations, args.no_write_meta = args.out, args.report, 300, False
             evaluate(args)
-    except (ModuleFileError, ConfigError, EnvError, FileNotFoundError, ValueError, FanOutError) as e:
+    except (ModuleFileError, ConfigError, EnvError, FileNotFoundError, ValueError, FanOutError,
+            RunDirectoryBusy) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
