@@ -67,16 +67,33 @@ def act_and_step(agent, pool: EnvPool, layout, flats: list[np.ndarray], stream_o
 
 
 class LocalActor:
-    """The learner's own process acts in ``pool`` with the learner's agent."""
+    """The learner's own process acts in ``pool`` with the learner's agent. ``resume``: a ``snapshot()`` from a
+    checkpoint, whose episodes ``start`` continues where every environment can be restored (``resumed``)."""
 
-    def __init__(self, agent, pool: EnvPool, layout, reset_seeds: list[int]):
+    def __init__(self, agent, pool: EnvPool, layout, reset_seeds: list[int], resume: dict | None = None):
         self.agent, self.pool, self.layout, self.reset_seeds = agent, pool, layout, reset_seeds
         self.flats: list[np.ndarray] = []
+        self.resume, self.resumed = resume, False
 
     def start(self) -> Experience:
+        snapshot = self.resume
+        if snapshot is not None and len(snapshot["envs"]) == self.pool.size:
+            for i, state in enumerate(snapshot["envs"]):
+                self.pool.set_state(i, state)
+            self.flats = [np.asarray(flat, np.float32) for flat in snapshot["flats"]]
+            self.resumed = True
+            return Experience([], [])   # the episodes go on: nothing starts
         self.flats = [self.layout.flatten(self.pool.reset(i, seed=s)) for i, s in enumerate(self.reset_seeds)]
         self.agent.begin_episode()
         return Experience(list(enumerate(self.flats)), [])
+
+    def snapshot(self) -> dict | None:
+        """The episodes in progress (each environment's captured state and the observation the agent acts on
+        next), or None if any environment cannot be captured."""
+        states = [self.pool.get_state(i) for i in range(self.pool.size)]
+        if not self.flats or any(state is None for state in states):
+            return None
+        return {"flats": [flat.copy() for flat in self.flats], "envs": states}
 
     def collect(self) -> Experience:
         return Experience([], act_and_step(self.agent, self.pool, self.layout, self.flats))
@@ -241,6 +258,10 @@ class RayActors:
         import ray
 
         self.weights = ray.put(agent.acting_state())
+
+    def snapshot(self) -> None:
+        """Not captured: the actors are a chunk ahead of the learner, so a resumed run starts fresh episodes."""
+        return None
 
     def close(self) -> None:
         import ray

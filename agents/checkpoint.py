@@ -70,6 +70,30 @@ def unflatten_state(tensors: dict[str, torch.Tensor], skeleton):
     return build(skeleton)
 
 
+def arrays_to_tensors(tree):
+    """A nested state holding numpy arrays and scalars (a captured environment) in the form ``flatten_state``
+    takes: arrays become tensors, numpy scalars Python numbers."""
+    if isinstance(tree, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(tree))
+    if isinstance(tree, np.generic):
+        return tree.item()
+    if isinstance(tree, dict):
+        return {k: arrays_to_tensors(v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return [arrays_to_tensors(v) for v in tree]
+    return tree
+
+
+def tensors_to_arrays(tree):
+    if isinstance(tree, torch.Tensor):
+        return tree.cpu().numpy()
+    if isinstance(tree, dict):
+        return {k: tensors_to_arrays(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [tensors_to_arrays(v) for v in tree]
+    return tree
+
+
 # -- files ---------------------------------------------------------------------------------------------------------
 def save(checkpoint_root: Path, step: int, agent_state: dict, replay_arrays: dict[str, np.ndarray] | None,
          meta: dict, keep: int = 2) -> Path:
@@ -213,6 +237,12 @@ def validate_meta(meta, path: Path) -> dict:
             raise CheckpointError(f"{path}/state.json: replay must be an object")
         for field in ("next_write_id", "steps_added", "capacity", "K"):
             _count(replay.get(field), f"replay.{field}", path)
+        episodes = replay.get("open", [])
+        if not isinstance(episodes, list) or not all(isinstance(e, list) and len(e) == 2 for e in episodes):
+            raise CheckpointError(f"{path}/state.json: replay.open must be a list of [stream, write id] pairs")
+        for stream, write_id in episodes:
+            _count(stream, "replay.open stream", path)
+            _count(write_id, "replay.open write id", path)
     return meta
 
 

@@ -2,8 +2,11 @@
 
 Everything a run produces lives in its run directory: ``config.json`` (the resolved config), TensorBoard event
 files, ``checkpoints/`` (agents/checkpoint.py) and ``videos/``. ``--resume`` restores networks, optimisers,
-replay, counters and RNG states from the newest complete checkpoint and continues at its step; the interrupted
-episode itself is not restored (the environment starts a fresh episode, seeded from the run seed and the step).
+replay, counters and RNG states from the newest complete checkpoint and continues at its step. Where every
+environment can be captured (envs/dmc.py: dm_control suite and locomotion tasks, acting in the learner's process)
+the checkpoint also holds the episodes in progress, so a resumed run continues them and produces the same numbers as
+an uninterrupted one; elsewhere (Ray actors, motion-capture tracking, Gymnasium envs, agents that wrap their
+environment) each environment starts a fresh episode, seeded from the run seed and the step.
 """
 from __future__ import annotations
 
@@ -158,6 +161,10 @@ class Trainer:
         self.replay = SequenceReplay(agent_config.replay_capacity, self.layout.dim, action_dim,
                                      agent_config.sequence_length, self.rng)
         self.env_steps = self.actor_steps = self.episodes = 0
+        self.source = None   # where experience comes from, while train() runs
+        self.resume_episodes = None   # the checkpoint's episodes in progress, continued where possible
+        self.episode_return: list[float] = []
+        self.episode_length: list[int] = []
         # held from before the checkpoint is read until train() returns (or the process ends)
         self.lock = RunLock(self.run_dir)
         weakref.finalize(self, self.lock.release)
@@ -199,6 +206,12 @@ class Trainer:
         state = {"agent": self.agent.state_dict(), "torch_rng": torch.get_rng_state()}
         if self.device.type == "cuda":
             state["cuda_rng"] = torch.cuda.get_rng_state(self.device)
+        # the episodes in progress, where every environment can be captured (exact resume)
+        snapshot = self.source.snapshot() if self.source is not None else None
+        if snapshot is not None:
+            state["episodes_in_progress"] = checkpoint.arrays_to_tensors(
+                {**snapshot, "returns": list(map(float, self.episode_return)),
+                 "lengths": list(map(int, self.episode_length))})
         meta = {"config": self.resolved_config(),
                 "counters": {"env_steps": self.env_steps, "actor_steps": self.actor_steps,
                              "episodes": self.episodes},
@@ -217,6 +230,7 @@ class Trainer:
                 torch.cuda.set_rng_state(state["cuda_rng"].cpu(), self.device)
             self.rng.bit_generator.state = meta["numpy_rng"]
             counters = meta["counters"]
+            self.resume_episodes = checkpoint.tensors_to_arrays(state.get("episodes_in_progress"))
         except (KeyError, ValueError, RuntimeError, TypeError) as e:
             first = (str(e).strip().splitlines() or [""])[0]
             raise checkpoint.CheckpointError(f"{path} does not match this run's agent/config ({first})") from None
@@ -240,6 +254,7 @@ class Trainer:
 
         # first: an unreachable Ray cluster leaves no run directory behind
         source = source if source is not None else self.experience_source()
+        self.source = source
         try:
             self.lock.acquire()   # creates the run directory
             checkpoint.atomic_write_text(self.run_dir / "config.json", json.dumps(self.resolved_config(), indent=1))
@@ -249,6 +264,7 @@ class Trainer:
                 return self._train(writer, source, self.eval_env.metadata.get("render_fps", 30))
         finally:
             source.close()
+            self.source = None
             self.lock.release()
 
     @contextlib.contextmanager
@@ -281,7 +297,8 @@ class Trainer:
             make_local = make_env if run.num_envs > 1 else functools.partial(
                 make_run_env, run.env, run.action_repeat, run.agent, self.agent_config, str(self.device))
             return LocalActor(self.agent, EnvPool(make_local, self.training_seeds()), self.layout,
-                              reset_seeds=[s + self.env_steps for s in self.training_seeds()])
+                              reset_seeds=[s + self.env_steps for s in self.training_seeds()],
+                              resume=self.resume_episodes)
         seeds = self.training_seeds()
         per_actor = [seeds[a * run.num_envs:(a + 1) * run.num_envs] for a in range(run.actors)]
         # actors restarted on resume must not replay the same episodes: their seeds move with the step count
@@ -303,7 +320,10 @@ class Trainer:
     def _loop(self, writer, source, fps: int, bar, experience) -> dict:
         run, cfg = self.run, self.agent_config
         streams = run.num_envs * max(run.actors, 1)
-        episode_return, episode_length = [0.0] * streams, [0] * streams
+        progress = self.resume_episodes if getattr(source, "resumed", False) else None
+        self.episode_return = [float(r) for r in progress["returns"]] if progress else [0.0] * streams
+        self.episode_length = [int(n) for n in progress["lengths"]] if progress else [0] * streams
+        episode_return, episode_length = self.episode_return, self.episode_length   # updated in place
         sums: dict[str, float] = {}
         count = 0
         updates_at_log, steps_at_log, time_at_log = self.agent.updates, self.env_steps, time.perf_counter()

@@ -137,7 +137,8 @@ class SequenceReplay:
 
     def counters(self) -> dict:
         return {"next_write_id": self.next_write_id, "steps_added": self.steps_added,
-                "capacity": self.capacity, "K": self.K}
+                "capacity": self.capacity, "K": self.K,
+                "open": [[int(stream), int(write_id)] for stream, write_id in sorted(self._open.items())]}
 
     def load(self, arrays: dict[str, np.ndarray], counters: dict) -> None:
         if counters["capacity"] != self.capacity or counters["K"] != self.K:
@@ -154,4 +155,6 @@ class SequenceReplay:
             current[:filled] = arrays[name]
         self.next_write_id = int(counters["next_write_id"])
         self.steps_added = int(counters["steps_added"])
-        self._open = {}  # a resumed run starts fresh episodes in every stream
+        # the episodes in progress: continued when the run restores its environments (exact resume); a stream that
+        # starts a fresh episode instead simply replaces its entry
+        self._open = {int(stream): int(write_id) for stream, write_id in counters.get("open", [])}

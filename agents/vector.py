@@ -34,6 +34,13 @@ def _step(env, action) -> StepResult:
     return StepResult(obs, float(reward), bool(terminated), bool(truncated), info, reset_obs)
 
 
+def capture(env) -> dict | None:
+    """The episode in progress of ``env`` (envs/dmc.py ``get_state``), or None where the environment -- or a
+    wrapper around it, which may hold state of its own -- offers no capture."""
+    getter = getattr(type(env), "get_state", None)
+    return getter(env) if callable(getter) else None
+
+
 def _worker(conn, make_env: Callable[[int], Any], seed: int) -> None:
     import signal
 
@@ -51,6 +58,11 @@ def _worker(conn, make_env: Callable[[int], Any], seed: int) -> None:
                 conn.send(("ok", _step(env, arg)))
             elif command == "reset":
                 conn.send(("ok", env.reset(seed=arg)[0]))
+            elif command == "get_state":
+                conn.send(("ok", capture(env)))
+            elif command == "set_state":
+                env.set_state(arg)
+                conn.send(("ok", None))
             elif command == "close":
                 env.close()
                 conn.send(("ok", None))
@@ -102,6 +114,20 @@ class EnvPool:
             return self.local.reset(seed=seed)[0]
         self._send(i, ("reset", seed))
         return self._receive(i)
+
+    def get_state(self, i: int) -> dict | None:
+        """Environment i's episode in progress (``capture``), or None."""
+        if self.local is not None:
+            return capture(self.local)
+        self._send(i, ("get_state", None))
+        return self._receive(i)
+
+    def set_state(self, i: int, state: dict) -> None:
+        if self.local is not None:
+            self.local.set_state(state)
+            return
+        self._send(i, ("set_state", state))
+        self._receive(i)
 
     def step(self, actions: list) -> list[StepResult]:
         if self.local is not None:

@@ -9,13 +9,38 @@ dm_control composer environments and its own grouping); ``DMCEnv`` is a suite ta
 
 Episode ends: dm_control ends suite episodes by time limit with discount 1 (``truncated``); a step with discount 0
 is a true terminal (``terminated``).
+
+Episodes in progress can be captured and restored (``get_state``/``set_state``, for exact resume of a run): the
+simulator's integration state (``mjSTATE_INTEGRATION``: time, positions, velocities, actuator activations, controls,
+the solver's warm start), the model geometry that tasks move between episodes (targets are bodies, geoms or sites
+placed in the model), the environment's step counter and random streams, and whatever Python state the task keeps
+(``task_state``; suite tasks keep none beyond their random stream). An environment whose task state is unknown
+returns None, and a resumed run starts a fresh episode there.
 """
 from __future__ import annotations
 
+import mujoco
 import numpy as np
 import gymnasium as gym
 
 from envs.spaces import ActionScaler, group_space, unit_action_space
+
+# What tasks change in the model between episodes (dm_control suite targets, envs/locomotion.py target sites)
+_MODEL_FIELDS = ("body_pos", "body_quat", "geom_pos", "geom_quat", "geom_size", "geom_rgba", "site_pos", "site_quat",
+                 "site_size", "site_rgba")
+_PHYSICS_STATE = mujoco.mjtState.mjSTATE_INTEGRATION
+
+
+def random_state_dict(random: np.random.RandomState) -> dict:
+    name, keys, pos, has_gauss, cached = random.get_state()
+    return {"name": name, "keys": keys.astype(np.int64), "pos": int(pos), "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached)}
+
+
+def set_random_state(random: np.random.RandomState, state: dict) -> None:
+    random.set_state((state["name"], np.asarray(state["keys"]).astype(np.uint32), state["pos"], state["has_gauss"],
+                      state["cached_gaussian"]))
+
 
 # Non-"target" keys that describe the task rather than the body.
 _TASK_KEYS = {"object_pos", "object_vel", "box_pos", "box_vel", "ball_state", "origin", "rangefinder"}
@@ -96,6 +121,50 @@ class DMEnv(gym.Env):
         terminated = time_step.last() and time_step.discount == 0.0
         truncated = time_step.last() and not terminated
         return self._observation(time_step), float(reward), bool(terminated), bool(truncated), self._info()
+
+    # -- capturing an episode in progress (module docstring) ----------------------------------------------------
+    def task_state(self) -> dict | None:
+        """The task's own Python state of the episode in progress; None: unknown, so the episode cannot be
+        captured. Suite tasks keep only their random stream (captured by ``get_state``)."""
+        return {}
+
+    def set_task_state(self, state: dict) -> None:
+        pass
+
+    def _task_random(self) -> np.random.RandomState:
+        env = self._env
+        return env._random_state if hasattr(env, "_random_state") else env.task.random
+
+    def get_state(self) -> dict | None:
+        task = self.task_state()
+        if task is None:
+            return None
+        physics, env = self._env.physics, self._env
+        model, data = physics.model.ptr, physics.data.ptr
+        state = np.empty(mujoco.mj_stateSize(model, _PHYSICS_STATE))
+        mujoco.mj_getState(model, data, state, _PHYSICS_STATE)
+        return {"physics": state, "model": {f: np.array(getattr(model, f)) for f in _MODEL_FIELDS},
+                "random": random_state_dict(self._task_random()), "seed_rng": self._seed_rng.bit_generator.state,
+                "reset_next_step": bool(env._reset_next_step), "step_count": int(getattr(env, "_step_count", 0)),
+                "task": task}
+
+    def set_state(self, state: dict) -> None:
+        """Continue the episode ``get_state`` captured (of an environment built with the same name and settings)."""
+        physics, env = self._env.physics, self._env
+        model, data = physics.model.ptr, physics.data.ptr
+        values = np.asarray(state["physics"], np.float64)
+        if values.shape != (mujoco.mj_stateSize(model, _PHYSICS_STATE),):
+            raise ValueError(f"a captured simulator state of size {values.size} does not fit this environment")
+        for field in _MODEL_FIELDS:
+            getattr(model, field)[:] = np.asarray(state["model"][field]).reshape(getattr(model, field).shape)
+        mujoco.mj_setState(model, data, values, _PHYSICS_STATE)
+        physics.forward()   # derived quantities (positions of bodies, sensors) for the next observation
+        set_random_state(self._task_random(), state["random"])
+        self._seed_rng.bit_generator.state = state["seed_rng"]
+        env._reset_next_step = bool(state["reset_next_step"])
+        if hasattr(env, "_step_count"):
+            env._step_count = int(state["step_count"])
+        self.set_task_state(state["task"])
 
     def render(self):
         height, width = self._render_size

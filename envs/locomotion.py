@@ -156,10 +156,21 @@ class Objective:
         """Statistics of the episode so far, reported on its last step (``info["episode_metrics"]``)."""
         return {}
 
+    # the attributes an episode in progress changes (target sites live in the model, which DMEnv captures)
+    episode_fields: tuple[str, ...] = ("reward", "terminated")
+
+    def get_state(self) -> dict:
+        return {name: getattr(self, name) for name in self.episode_fields}
+
+    def set_state(self, state: dict) -> None:
+        for name in self.episode_fields:
+            setattr(self, name, state[name])
+
 
 class Walk(Objective):
     name, time_limit, feature_size = "walk", 10.0, 4 + 3
     ends_on_fall = True  # §7.7.1
+    episode_fields = (*Objective.episode_fields, "direction", "_resampled")
 
     def __init__(self):
         super().__init__()
@@ -230,6 +241,8 @@ class GoToTarget(_Targets):
         self.feature_size = 3 + 3 * num_targets
         self.goal = 0
 
+    episode_fields = (*Objective.episode_fields, "goal")
+
     def initialize_episode(self, task, physics, random_state):
         super().initialize_episode(task, physics, random_state)
         taken = [task.root_position(physics)[:2]]
@@ -252,6 +265,7 @@ class GoToTarget(_Targets):
 
 class MovingTarget(_Targets):
     name, time_limit, feature_size = "moving-target", 25.0, 3
+    episode_fields = (*Objective.episode_fields, "steps_on_target", "targets_reached")
 
     def __init__(self):
         super().__init__(1)
@@ -288,6 +302,7 @@ class TargetSpeed(Objective):
 
     name, time_limit, feature_size = "target-speed", 20.0, 1
     ends_on_fall = True
+    episode_fields = (*Objective.episode_fields, "target_speed", "errors")
 
     def __init__(self, speed_range: tuple[float, float], change_probability: float):
         super().__init__()
@@ -411,6 +426,16 @@ class LocomotionTask(composer.Task):
         # a float-safe time limit (time accumulates in physics timesteps)
         self._timed_out = physics.time() >= self.objective.time_limit - PHYSICS_TIMESTEP / 2
 
+    def get_state(self) -> dict:
+        """The episode in progress beyond the physics (envs/dmc.py captures that): which objective, its state."""
+        return {"active": self.active, "terminated": self.terminated, "fell": self.fell,
+                "timed_out": self._timed_out, "objective": self.objective.get_state()}
+
+    def set_state(self, state: dict) -> None:
+        self.active = int(state["active"])
+        self.terminated, self.fell, self._timed_out = state["terminated"], state["fell"], state["timed_out"]
+        self.objective.set_state(state["objective"])
+
     def get_reward(self, physics):
         return self.objective.reward
 
@@ -464,6 +489,12 @@ class LocomotionEnv(DMEnv):
 
     def _reseed(self, env_seed: int) -> None:
         self._env.random_state.seed(env_seed)  # in place: rebuilding a composer env costs a model compile
+
+    def task_state(self) -> dict:
+        return self.task.get_state()
+
+    def set_task_state(self, state: dict) -> None:
+        self.task.set_state(state)
 
     def _info(self) -> dict:
         info = {"task": self.task.objective.name} if self._multitask else {}

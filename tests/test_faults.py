@@ -239,3 +239,33 @@ def test_a_signal_stops_after_the_step_with_a_checkpoint(tmp_path, signum):
     resumed = subprocess.run([sys.executable, str(ROOT / "train.py"), "--resume", str(run_dir), "--steps",
                               str(step + 100)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0 and f"at step {step}" in resumed.stderr, resumed.stderr
+
+
+@pytest.mark.parametrize("env, steps, stop", [("cartpole-balance", 1400, 732), ("jumping_ball-walk", 500, 230)])
+def test_a_resumed_run_gives_the_numbers_of_an_uninterrupted_one(capsys, tmp_path, env, steps, stop):
+    """Stopped mid-episode (and off the checkpoint schedule, as SIGTERM would) and resumed: the same episodes,
+    losses and evaluations as a run that never stopped, because the episodes in progress are checkpointed."""
+    from tests.test_cli import scalars
+
+    common = ["--env", env, "--agent", "svg0", "--seed", 7, "--eval-every", 200, "--checkpoint-every", 100_000,
+              "--action-repeat", 4 if env.startswith("cartpole") else 1, "--set", "log_every=200", *FAST]
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    assert train.main(list(map(str, [*common, "--steps", steps, "--logdir", whole]))) == 0
+    assert train.main(list(map(str, [*common, "--steps", stop, "--logdir", parts]))) == 0
+    state = json.loads(next((parts / "checkpoints").glob("step-*/state.json")).read_text())
+    assert "episodes_in_progress" in json.dumps(state["agent_skeleton"])   # stopped mid-episode
+    assert train.main(list(map(str, ["--resume", parts, "--steps", steps]))) == 0
+    capsys.readouterr()
+    expected, got = scalars(whole), scalars(parts)
+    compared = [tag for tag in expected if not tag.startswith("perf/")]
+    assert {"train/episode_return", "eval/return", "loss/critic", "loss/policy"} <= set(compared)
+    for tag in compared:
+        if not tag.startswith(("train/", "eval/", "replay/size")):
+            # logged as means since the last log point: the stop at an odd step splits one such window
+            split = min(step for step, _ in expected[tag] if step > stop)
+            expected[tag] = [(step, v) for step, v in expected[tag] if step != split]
+            got[tag] = [(step, v) for step, v in got[tag] if step != split]
+            assert expected[tag], tag
+        # the first part's own end-of-run log and evaluation, at the step it stopped
+        got[tag] = [(step, v) for step, v in got[tag] if step != stop]
+        assert got[tag] == expected[tag], tag

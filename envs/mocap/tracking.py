@@ -249,5 +249,10 @@ class TrackingEnv(DMEnv):
         obs, reward, terminated, truncated, info = super().step(applied)
         return obs, reward, terminated, truncated, {**info, "applied_action": applied}
 
+    def task_state(self) -> None:
+        """Not captured: dm_control's tracking task keeps its clip, reference cursor and termination state in private
+        attributes; a resumed run starts a fresh episode here."""
+        return None
+
     def _info(self) -> dict:
         return {"clip": self.clip, "time_step": self.time_step}
