@@ -46,6 +46,7 @@ def main() -> None:
     from agents import checkpoint
     from agents.config import ConfigError
     from agents.loop import RunConfig, Trainer, load_run_config
+    from agents.runlock import RunDirectoryBusy
     from benchmarks.runs import read_series
 
     overrides = dict(item.partition("=")[::2] for item in args.overrides)
@@ -62,7 +63,7 @@ def main() -> None:
         # a resumed run stored the step bound of its last leg; the legs below set their own bounds
         run = dataclasses.replace(run, actors=args.actors, steps=BUDGET)
         trainer = Trainer(run, config, resume_from=resume)
-    except (ConfigError, checkpoint.CheckpointError) as e:
+    except (ConfigError, checkpoint.CheckpointError, RunDirectoryBusy) as e:
         fail(f"{e}")
     # stop at the first checkpoint after the time is up: train to a step bound that moves with the clock
     start, rate_steps = time.time(), trainer.env_steps

@@ -15,6 +15,18 @@ from tests.conftest import ROOT
 FAST = ["--set", "batch_size=8", "--set", "hidden=32,32", "--set", "learning_starts=50", "--eval-episodes", "1"]
 
 
+@pytest.fixture
+def cli_here(capsys):
+    """train.py's main in this process (the checks of bad input need no fresh interpreter): a CompletedProcess."""
+    import train
+
+    def run(*args):
+        status = train.main(list(map(str, args)))
+        captured = capsys.readouterr()
+        return subprocess.CompletedProcess(list(args), status, captured.out, captured.err)
+    return run
+
+
 def scalars(run_dir):
     acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     acc.Reload()
@@ -85,51 +97,51 @@ def test_resume_after_sigkill(tmp_path):
     assert not list((run_dir / "checkpoints").glob("*.tmp-*"))
 
 
-def test_unknown_environment_is_one_line(cli):
-    result = cli("--env", "nope", "--agent", "svg0")
+def test_unknown_environment_is_one_line(cli_here):
+    result = cli_here("--env", "nope", "--agent", "svg0")
     assert_one_line_error(result, "unknown environment 'nope'")
-    result = cli("--env", "cartpole-swingp", "--agent", "svg0")
+    result = cli_here("--env", "cartpole-swingp", "--agent", "svg0")
     assert_one_line_error(result, "cartpole-swingup")
 
 
-def test_unknown_agent_and_bad_settings_are_one_line(cli, tmp_path):
-    assert_one_line_error(cli("--env", "cartpole-swingup", "--agent", "svg1"), "unknown agent", "svg0")
-    assert_one_line_error(cli("--env", "cartpole-swingup", "--agent", "svg0", "--set", "batch_sise=3"),
+def test_unknown_agent_and_bad_settings_are_one_line(cli_here, tmp_path):
+    assert_one_line_error(cli_here("--env", "cartpole-swingup", "--agent", "svg1"), "unknown agent", "svg0")
+    assert_one_line_error(cli_here("--env", "cartpole-swingup", "--agent", "svg0", "--set", "batch_sise=3"),
                           "batch_size")
-    assert_one_line_error(cli("--env", "cartpole-swingup", "--agent", "svg0", "--set", "batch_size=big"),
+    assert_one_line_error(cli_here("--env", "cartpole-swingup", "--agent", "svg0", "--set", "batch_size=big"),
                           "batch_size expects int")
-    assert_one_line_error(cli("--env", "cartpole-swingup", "--agent", "svg0", "--set", "discount=2"),
+    assert_one_line_error(cli_here("--env", "cartpole-swingup", "--agent", "svg0", "--set", "discount=2"),
                           "discount")
-    assert_one_line_error(cli("--env", "cartpole-swingup", "--agent", "svg0", "--set", "novalue"), "KEY=VALUE")
-    assert_one_line_error(cli("--resume", tmp_path / "missing"), "not a run directory")
+    assert_one_line_error(cli_here("--env", "cartpole-swingup", "--agent", "svg0", "--set", "novalue"), "KEY=VALUE")
+    assert_one_line_error(cli_here("--resume", tmp_path / "missing"), "not a run directory")
     assert not (tmp_path / "missing").exists()
-    assert_one_line_error(cli("--resume", ROOT / "README.md"), "not a run directory")
-    assert_one_line_error(cli("--env", "cartpole-swingup", "--agent", "svg0", "--seed", -1), "seed")
-    assert_one_line_error(cli("--env", "cartpole-swingup", "--agent", "svg0", "--set", "replay_capacity=5"),
+    assert_one_line_error(cli_here("--resume", ROOT / "README.md"), "not a run directory")
+    assert_one_line_error(cli_here("--env", "cartpole-swingup", "--agent", "svg0", "--seed", -1), "seed")
+    assert_one_line_error(cli_here("--env", "cartpole-swingup", "--agent", "svg0", "--set", "replay_capacity=5"),
                           "replay_capacity")
-    assert_one_line_error(cli("--env", "gym:FrozenLake-v1", "--agent", "svg0"), "cannot build")
+    assert_one_line_error(cli_here("--env", "gym:FrozenLake-v1", "--agent", "svg0"), "cannot build")
 
 
-def test_corrupt_checkpoint_is_one_line_and_left_untouched(cli, tmp_path):
+def test_corrupt_checkpoint_is_one_line_and_left_untouched(cli_here, tmp_path):
     run_dir = tmp_path / "run"
-    result = cli("--env", "cartpole-balance", "--agent", "svg0", "--steps", 200, "--logdir", run_dir,
+    result = cli_here("--env", "cartpole-balance", "--agent", "svg0", "--steps", 200, "--logdir", run_dir,
                  "--eval-every", 1000, *FAST)
     assert result.returncode == 0, result.stderr
     model = run_dir / "checkpoints" / "step-000000200" / "model.safetensors"
     data = bytearray(model.read_bytes())
     data[len(data) // 2] ^= 0xFF
     model.write_bytes(bytes(data))
-    assert_one_line_error(cli("--resume", run_dir), "corrupt")
+    assert_one_line_error(cli_here("--resume", run_dir), "corrupt")
     assert model.read_bytes() == bytes(data)  # nothing the user saved is rewritten
     (run_dir / "checkpoints" / "step-000000200" / "state.json").write_text("{not json")
-    assert_one_line_error(cli("--resume", run_dir), "corrupt")
+    assert_one_line_error(cli_here("--resume", run_dir), "corrupt")
     # a foreign file posing as a checkpoint
     (run_dir / "checkpoints" / "step-000000200" / "state.json").write_text(json.dumps({"format": "other"}))
-    assert_one_line_error(cli("--resume", run_dir), "not a probctl-checkpoint")
+    assert_one_line_error(cli_here("--resume", run_dir), "not a probctl-checkpoint")
 
 
-def test_existing_run_directory_is_never_overwritten(cli, tmp_path):
+def test_existing_run_directory_is_never_overwritten(cli_here, tmp_path):
     run_dir = tmp_path / "run"
-    assert cli("--env", "cartpole-balance", "--agent", "svg0", "--steps", 100, "--logdir", run_dir,
+    assert cli_here("--env", "cartpole-balance", "--agent", "svg0", "--steps", 100, "--logdir", run_dir,
                *FAST).returncode == 0
-    assert_one_line_error(cli("--env", "cartpole-balance", "--agent", "svg0", "--logdir", run_dir), "--resume")
+    assert_one_line_error(cli_here("--env", "cartpole-balance", "--agent", "svg0", "--logdir", run_dir), "--resume")
