@@ -37,6 +37,8 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides")
     p.add_argument("--output", type=Path, default=RESULTS)
+    p.add_argument("--report", action="store_true",
+                   help="only write the result file from the run directory (e.g. after the run was stopped)")
     args = p.parse_args()
     if args.hours <= 0 or args.actors < 0:
         fail("--hours must be > 0 and --actors >= 0")
@@ -47,9 +49,16 @@ def main() -> None:
     from agents.config import ConfigError
     from agents.loop import RunConfig, Trainer, load_run_config
     from agents.runlock import RunDirectoryBusy
-    from benchmarks.runs import read_series
 
     overrides = dict(item.partition("=")[::2] for item in args.overrides)
+    if args.report:
+        try:
+            run, config = load_run_config(args.run_dir)
+            step = int(checkpoint.latest(args.run_dir / "checkpoints").name.split("-")[1])
+        except checkpoint.CheckpointError as e:
+            fail(f"{e}")
+        write_result(args, step, config)
+        return
     try:
         if (args.run_dir / "checkpoints" / "latest").exists():
             run, config = load_run_config(args.run_dir)
@@ -77,8 +86,17 @@ def main() -> None:
         if target > trainer.env_steps:
             trainer.run = dataclasses.replace(run, steps=target)
             trainer.train()
+    write_result(args, trainer.env_steps, config)
+
+
+def write_result(args, env_steps: int, config) -> None:
+    """The evaluation curve read from the run's TensorBoard events, with the run's settings."""
+    import dataclasses
+
+    from benchmarks.runs import read_series
+
     curve = read_series(args.run_dir, "eval/return")
-    result = {"task": TASK, "action_repeat": REPEAT, "budget": BUDGET, "env_steps": trainer.env_steps,
+    result = {"task": TASK, "action_repeat": REPEAT, "budget": BUDGET, "env_steps": env_steps,
               "settings": json.loads(json.dumps(dataclasses.asdict(config))), "eval_curve": curve,
               "final_eval_return": curve[-1][1] if curve else None, "target": 600,
               "command": "python " + " ".join(["benchmarks/humanoid_walk.py", *sys.argv[1:]])}

@@ -270,3 +270,16 @@ def test_a_resumed_run_gives_the_numbers_of_an_uninterrupted_one(capsys, tmp_pat
         # the first part's own end-of-run log and evaluation, at the step it stopped
         got[tag] = [(step, v) for step, v in got[tag] if step != stop]
         assert got[tag] == expected[tag], tag
+
+
+def test_what_a_kill_during_a_checkpoint_write_leaves_is_ignored_and_cleaned(capsys, run_copy):
+    """SIGKILL while writing step-N leaves a half-written ``step-N.tmp-PID``; ``latest`` still names the last
+    complete checkpoint, which resumes, and the next checkpoint removes the debris."""
+    root = run_copy / "checkpoints"
+    debris = root / "step-000000400.tmp-999999"
+    debris.mkdir()
+    (debris / "model.safetensors").write_bytes((root / "step-000000200" / "model.safetensors").read_bytes()[:500])
+    status, lines = main(capsys, "--resume", run_copy, "--steps", 400)
+    assert status == 0 and "at step 200" in lines[0], lines
+    assert (root / "latest").read_text().strip() == "step-000000400"
+    assert not debris.exists() and not list(root.glob("*.tmp-*"))

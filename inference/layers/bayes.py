@@ -109,10 +109,15 @@ class BayesLinear(nn.Module):
         b = None if self.bias_mu is None else self.bias_mu + F.softplus(self.bias_rho) * torch.randn_like(self.bias_mu)
         return F.linear(x, w, b)
 
-    def kl(self, n_samples: int = 1) -> Tensor:
+    def _priors(self) -> list[Distribution]:
+        """One prior per parameter tensor (weight, bias): a prior module returns one elementwise distribution
+        shared by both, or a list with one per tensor (a previous posterior as the prior: inference/vi/continual.py)."""
         prior = self.prior()
+        return list(prior) if isinstance(prior, (list, tuple)) else [prior] * len(self._posteriors())
+
+    def kl(self, n_samples: int = 1) -> Tensor:
         total = 0.0
-        for q in self._posteriors():
+        for q, prior in zip(self._posteriors(), self._priors()):
             z = q.rsample((n_samples,))
             total = total + kl_term(q, prior, z).sum()
         return total
@@ -131,11 +136,10 @@ class BayesLinear(nn.Module):
 
     def log_ratio(self, ws: WeightSample) -> Tensor:
         """``log q(w) - log p(w)`` for each of the n draws (shape [n])."""
-        prior = self.prior()
-        qs = self._posteriors()
-        out = (qs[0].log_prob(ws.weight) - prior.log_prob(ws.weight)).flatten(1).sum(-1)
+        priors, qs = self._priors(), self._posteriors()
+        out = (qs[0].log_prob(ws.weight) - priors[0].log_prob(ws.weight)).flatten(1).sum(-1)
         if self.bias_mu is not None:
-            out = out + (qs[1].log_prob(ws.bias) - prior.log_prob(ws.bias)).sum(-1)
+            out = out + (qs[1].log_prob(ws.bias) - priors[1].log_prob(ws.bias)).sum(-1)
         return out
 
     @staticmethod
