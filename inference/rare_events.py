@@ -8,7 +8,9 @@ pi_{k-1} ∝ p(x) 1[s(x) >= L_{k-1}] (6). Ch5-Alg1, batched over the N samples:
 1. x_1..N ~ p; log I = 0;
 2. L_k = min(0, the floor(rho N)-th largest s); P_k = #{s >= L_k} / N; log I += log P_k;
 3. if log I < log P_min: stop with I = 0 (-inf): the event is rarer than P_min (the estimate can only fall further:
-   it is non-increasing, which is what justifies stopping);
+   it is non-increasing, which is what justifies stopping); a level that does not rise above the last one (the
+   chains sit on a plateau of s, e.g. at the maximum of a score that never reaches 0) keeps only points strictly
+   above it, and stops with I = 0 when there are none (the seed assumes distinct property values);
 4. if L_k = 0: return log I and the survivors (samples of p restricted to the event, (4));
 5. else resample N points from the survivors and move *every* one with M Metropolis-Hastings steps targeting
    p(x) 1[s(x) >= L_k] (App. A, eq 7) -- a symmetric random walk, uniform in a cube of half-width eps per chain,
@@ -88,6 +90,15 @@ def amls(sample: Callable[[int, torch.Generator | None], Tensor], log_density: C
     for _ in range(max_levels):
         level = min(0.0, float(torch.sort(s, descending=True).values[rank - 1]))
         survivors = s >= level
+        if result.levels and level <= result.levels[-1] and level < 0.0:
+            # no progress: the chains sit on a plateau of s (e.g. the maximum of a bounded score, an event that
+            # cannot happen); only points strictly above it move on -- none left means I = 0, as with P_min
+            survivors = s > level
+            if not survivors.any():
+                result.levels.append(level)
+                result.log_history.append(-math.inf)
+                result.log_probability, result.terminated = -math.inf, True
+                return result
         log_i += math.log(float(survivors.sum()) / n)
         result.levels.append(level)
         result.log_history.append(log_i)
