@@ -57,3 +57,10 @@ def test_bad_settings_are_refused():
     for kwargs in ({"rho": 0.0}, {"rho": 1.0}, {"n": 5, "rho": 0.1}, {"mh_steps": 0}, {"initial_step": 0.0}):
         with pytest.raises(ValueError):
             amls(sample, log_density, lambda x: x[:, 0], **kwargs)
+
+
+def test_a_score_with_a_plateau_below_zero_ends_with_zero_instead_of_stalling():
+    sample, log_density = box_model(torch.zeros(2), torch.ones(2))
+    result = amls(sample, log_density, lambda x: x[:, 0].clamp(max=0.5) - 1.0, n=200, mh_steps=5,
+                  generator=torch.Generator().manual_seed(0), max_levels=50)
+    assert result.terminated and result.log_probability == -math.inf and len(result.levels) < 50
