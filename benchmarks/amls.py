@@ -14,12 +14,11 @@ Writes benchmarks/results/amls.json, one entry per case with {claim, measured, h
 - ``termination`` (case 3): an event that never happens (s = -1 - |x|) with P_min = e^-20 and rho = 0.1 stops with
   I = 0 after ~9 levels (ceil(20 / ln 10)), the running log I non-increasing.
 
-    python benchmarks/amls.py          # about 6 minutes on one core
+    python benchmarks/amls.py          # about 3 minutes on one core
 """
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -32,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+from benchmarks.runs import fail, write_json  # noqa: E402
 from inference.rare_events import amls, box_model, gaussian_model  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "amls.json"
@@ -150,7 +150,7 @@ def main() -> None:
     p.add_argument("--output", type=Path, default=RESULTS)
     args = p.parse_args()
     if args.runs < 2:
-        sys.exit("error: --runs must be at least 2")
+        fail("--runs must be at least 2")
     torch.set_num_threads(1)
     start = time.time()
     settings = {"n": 1000, "rho": 0.1, "mh_steps": 100}
@@ -213,8 +213,7 @@ def main() -> None:
 
     out = {"command": "python " + " ".join(["benchmarks/amls.py", *sys.argv[1:]]),
            "seconds": round(time.time() - start, 1), "cases": cases}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(out, indent=1))
+    write_json(args.output, out)
     for name, case in cases.items():
         print(f"{name}: holds={case['holds']}")
 

@@ -39,6 +39,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
+from benchmarks.runs import fail, write_json  # noqa: E402
 from inference.layers.bayes import BayesLinear, GaussianPrior  # noqa: E402
 from inference.vi.continual import (covering_radius, gaussian_regression_posterior, k_center_coreset,  # noqa: E402
                                     mean_field_regression_update, predictive_copy, random_coreset, snapshot_prior,
@@ -182,7 +183,7 @@ def main() -> None:
     p.add_argument("--output", type=Path, default=RESULTS)
     args = p.parse_args()
     if args.seeds < 1:
-        sys.exit("error: --seeds must be positive")
+        fail("--seeds must be positive")
     torch.set_num_threads(1)
     start = time.time()
     cases = closed_family_cases()
@@ -213,8 +214,7 @@ def main() -> None:
         and max(final["vcl+random-coreset"], final["vcl+k-centre-coreset"]) > final["vcl"]}
     result = {"command": "python " + " ".join(["benchmarks/vcl.py", *sys.argv[1:]]),
               "seconds": round(time.time() - start, 1), "cases": cases}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=1))
+    write_json(args.output, result)
     for name, case in cases.items():
         measured = {k: v for k, v in case["measured"].items() if k not in ("curves", "curves_mean")}
         print(f"{name}: holds={case['holds']} {json.dumps(measured)}")

@@ -58,6 +58,7 @@ def test_killed_actor_is_restarted_and_begins_fresh_episodes(local_ray):
             ray.kill(actor)
 
 
+@pytest.mark.slow   # ~25 s: two Ray actors; test_killed_actor_* covers Ray in the default suite
 def test_cli_trains_with_two_actors_and_resumes_without_them(tmp_path):
     run_dir = tmp_path / "run"
     common = ["--set", "batch_size=4", "--set", "hidden=16,16", "--set", "learning_starts=20", "--eval-episodes", "1"]

@@ -261,6 +261,7 @@ def test_continuous_actions_are_refused():
 
 
 # -- learning and the command line -----------------------------------------------------------------------------
+@pytest.mark.slow   # ~25 s of learning; the dqn heads and priors have fast tests of their own
 def test_bootstrap_with_priors_solves_deep_sea_10():
     from benchmarks.exploration import run_deep_sea
 

@@ -31,6 +31,7 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.mark.slow   # ~30 s: trains, resumes and skips svg0 experts (the planner experts are the default now)
 def test_train_resume_skip_and_report(tmp_path, local_ray):
     root = tmp_path / "experts"
     first = experts.train_experts(SNIPPETS, root, steps=150, overrides=TINY)
