@@ -162,6 +162,7 @@ class Trainer:
                                      agent_config.sequence_length, self.rng)
         self.env_steps = self.actor_steps = self.episodes = 0
         self.source = None   # where experience comes from, while train() runs
+        self.stop_signal: int | None = None   # SIGINT/SIGTERM received during train(): stop after the step
         self.resume_episodes = None   # the checkpoint's episodes in progress, continued where possible
         self.episode_return: list[float] = []
         self.episode_length: list[int] = []
@@ -308,7 +309,8 @@ class Trainer:
 
     def _train(self, writer, source, fps: int) -> dict:
         run = self.run
-        experience = source.start()  # every stream starts a fresh episode, also on resume (with any N)
+        # every stream starts a fresh episode, unless the source continues the checkpoint's episodes (exact resume)
+        experience = source.start()
         bar = tqdm(total=run.steps, initial=self.env_steps, unit="step", dynamic_ncols=True, mininterval=1.0,
                    desc=f"{run.agent} {run.env}")
         try:   # the bar is closed before any message (an error, an interruption) reaches the terminal

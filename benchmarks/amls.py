@@ -90,6 +90,20 @@ class CollisionNet(torch.nn.Module):
         pooled = self.linear(x).view(*x.shape[:-1], 20, 2).amax(-1)
         return self.out(torch.relu(self.hidden(pooled)))
 
+    @torch.no_grad()
+    def margin_bound(self, low: torch.Tensor, high: torch.Tensor) -> float:
+        """An upper bound of output 1 minus output 0 over the box [low, high], by interval arithmetic (max-pooling
+        and ReLU are monotone, so they map interval ends to interval ends)."""
+        def affine(layer, low, high):
+            center, radius = (low + high) / 2, (high - low) / 2
+            mid, spread = layer(center), radius @ layer.weight.abs().T
+            return mid - spread, mid + spread
+        low, high = affine(self.linear, low, high)
+        low, high = low.view(20, 2).amax(-1), high.view(20, 2).amax(-1)
+        low, high = affine(self.hidden, low, high)
+        low, high = affine(self.out, low.clamp(min=0), high.clamp(min=0))
+        return float(high[1] - low[0])
+
 
 def naive_monte_carlo(score, sample, total: int, chunk: int = 1_000_000, seed: int = 12345) -> tuple[float, float]:
     """(estimate, seconds) of P(s >= 0) from ``total`` independent samples."""
@@ -114,20 +128,7 @@ def network_case(runs: int, naive_samples: int = 20_000_000) -> dict:
     naive, naive_seconds = naive_monte_carlo(lambda x: margin(x) - threshold, sample, naive_samples)
     measured = runs_of(sample, log_density, lambda x: margin(x) - threshold, min(runs, 10), n=1000, rho=0.1,
                        mh_steps=100, initial_step=0.2)
-    # UNSAT: interval arithmetic through the layers bounds the margin on the box
-    low, high = -torch.ones(6, dtype=torch.float64), torch.ones(6, dtype=torch.float64)
-    for layer in (net.linear,):
-        center, radius = (low + high) / 2, (high - low) / 2
-        mid, spread = layer(center), radius @ layer.weight.abs().T
-        low, high = mid - spread, mid + spread
-    low, high = low.view(20, 2).amax(-1), high.view(20, 2).amax(-1)
-    for layer, relu in ((net.hidden, True), (net.out, False)):
-        center, radius = (low + high) / 2, (high - low) / 2
-        mid, spread = layer(center), radius @ layer.weight.abs().T
-        low, high = mid - spread, mid + spread
-        if relu:
-            low, high = low.clamp(min=0), high.clamp(min=0)
-    bound = float((high[1] - low[0]).detach())
+    bound = net.margin_bound(-torch.ones(6, dtype=torch.float64), torch.ones(6, dtype=torch.float64))
     unsat = amls(sample, log_density, lambda x: margin(x) - (bound + 1.0), n=1000, rho=0.1, mh_steps=100,
                  initial_step=0.2, log_p_min=-250.0, generator=torch.Generator().manual_seed(0))
     sat_holds = naive > 0 and abs(measured["mean_log10"] - math.log10(naive)) <= max(
