@@ -441,6 +441,22 @@ def build_run(flags: dict, overrides: dict[str, str], resume: Path | None = None
     return run, agent_config, None
 
 
+def load_trained_agent(run_dir: Path | str, observation_space, action_space, device: torch.device | str = "cpu"
+                       ) -> tuple[RunConfig, object, Agent, int]:
+    """The agent of a run directory as its Trainer builds it, with the newest checkpoint's weights: (run config,
+    agent config, agent, env steps at that checkpoint). The spaces are those of the run's environment."""
+    run, agent_config = load_run_config(Path(run_dir))
+    agent = agents.make(run.agent, observation_space, action_space, agent_config, torch.device(device))
+    path = checkpoint.latest(Path(run_dir) / "checkpoints")
+    meta, state, _ = checkpoint.load(path, device=device)
+    try:
+        agent.load_state_dict(state["agent"])
+    except (KeyError, ValueError, RuntimeError, TypeError) as e:
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise checkpoint.CheckpointError(f"{path} does not match the run's agent/config ({first})") from None
+    return run, agent_config, agent, int(meta["counters"]["env_steps"])
+
+
 def load_run_config(run_dir: Path) -> tuple[RunConfig, object]:
     """The resolved configs saved in a run directory (for ``--resume``)."""
     path = Path(run_dir) / "config.json"

@@ -91,7 +91,9 @@ class DMEnv(gym.Env):
         return int(self._seed_rng.integers(2**31 - 1))
 
     def _observation(self, time_step) -> dict[str, np.ndarray]:
-        obs = time_step.observation
+        return self._grouped(time_step.observation)
+
+    def _grouped(self, obs) -> dict[str, np.ndarray]:
         return {g: np.concatenate([np.asarray(obs[k], np.float32).ravel() for k in keys])
                 for g, keys in self._keys.items()}
 
@@ -166,6 +168,17 @@ class DMEnv(gym.Env):
             env._step_count = int(state["step_count"])
         self.set_task_state(state["task"])
 
+    def current_observation(self) -> dict[str, np.ndarray]:
+        """The observation of the simulator state as it is now, e.g. after editing it (a perturbed start). Suite
+        tasks compute it from the physics; composer tasks observe through buffered sensors, so they cannot."""
+        from dm_control.rl import control
+
+        if not isinstance(self._env, control.Environment):
+            raise ValueError("this environment observes through buffered sensors; an edited state has no "
+                             "observation until the next step")
+        self._env.physics.forward()
+        return self._grouped(self._env.task.get_observation(self._env.physics))
+
     def render(self):
         height, width = self._render_size
         return self._env.physics.render(height=height, width=width, camera_id=self._camera_id)
@@ -173,6 +186,10 @@ class DMEnv(gym.Env):
     @property
     def physics(self):
         return self._env.physics
+
+    def control_timestep(self) -> float:
+        """Seconds per step of the underlying environment (before ``action_repeat``)."""
+        return float(self._env.control_timestep())
 
     def close(self):
         self._env.close()

@@ -42,6 +42,8 @@ class AMLSResult:
     log_history: list[float] = field(default_factory=list)     # the running log I after each level
     acceptance: list[float] = field(default_factory=list)      # mean MH acceptance rate at each level
     terminated: bool = False        # stopped by P_min
+    points: Tensor | None = None    # the last population (when I = 0: the nearest misses found) ...
+    scores: Tensor | None = None    # ... and its scores
 
     @property
     def probability(self) -> float:
@@ -95,6 +97,7 @@ def amls(sample: Callable[[int, torch.Generator | None], Tensor], log_density: C
             # cannot happen); only points strictly above it move on -- none left means I = 0, as with P_min
             survivors = s > level
             if not survivors.any():
+                result.points, result.scores = x, s
                 result.levels.append(level)
                 result.log_history.append(-math.inf)
                 result.log_probability, result.terminated = -math.inf, True
@@ -102,6 +105,7 @@ def amls(sample: Callable[[int, torch.Generator | None], Tensor], log_density: C
         log_i += math.log(float(survivors.sum()) / n)
         result.levels.append(level)
         result.log_history.append(log_i)
+        result.points, result.scores = x, s
         if log_i < log_p_min:
             result.log_probability, result.terminated = -math.inf, True
             return result
@@ -118,9 +122,14 @@ def amls(sample: Callable[[int, torch.Generator | None], Tensor], log_density: C
             step = (2 * torch.rand(x.shape, generator=generator, dtype=x.dtype) - 1) * eps[:, None]
             proposal = x + step
             proposal_log_p = log_density(proposal)
-            proposal_s = score(proposal)
             log_u = torch.log(torch.rand(n, generator=generator, dtype=x.dtype))
-            accept = (proposal_s >= level) & (log_u < proposal_log_p - log_p)   # symmetric proposal: g cancels
+            # symmetric proposal: g cancels; s is evaluated only where the density test passes (a rollout saved
+            # for each proposal the density rejects anyway)
+            passes = log_u < proposal_log_p - log_p
+            proposal_s = torch.full_like(s, -math.inf)
+            if passes.any():
+                proposal_s[passes] = score(proposal[passes]).to(s.dtype)
+            accept = passes & (proposal_s >= level)
             x = torch.where(accept[:, None], proposal, x)
             s = torch.where(accept, proposal_s, s)
             log_p = torch.where(accept, proposal_log_p, log_p)

@@ -78,11 +78,9 @@ import h5py
 import numpy as np
 import torch
 
-import agents
 import envs
-from agents import checkpoint
 from agents.config import ConfigError
-from agents.loop import load_run_config
+from agents.loop import load_run_config, load_trained_agent
 from agents.observations import ObsLayout
 from envs import EnvError
 from envs.mocap import tracking
@@ -118,19 +116,13 @@ class Expert:
         if set(self.layout.groups) != {STATE_GROUP, "task"}:
             raise ConfigError(f"{self.run_dir}: expected observation groups proprio and task, got {self.layout.groups}")
         # the agent as the Trainer builds it, then the newest checkpoint's weights
-        agent = agents.make(run.agent, observation_space, action_space, agent_config, self.device)
-        path = checkpoint.latest(self.run_dir / "checkpoints")
-        meta, state, _ = checkpoint.load(path, device=self.device)
-        try:
-            agent.load_state_dict(state["agent"])
-        except (KeyError, ValueError, RuntimeError, TypeError) as e:
-            raise checkpoint.CheckpointError(f"{path} does not match the run's agent/config: {e}") from None
+        _, _, agent, steps = load_trained_agent(self.run_dir, observation_space, action_space, self.device)
         if not hasattr(agent, "policy"):
             raise ConfigError(f"{self.run_dir}: agent {run.agent} has no Gaussian policy to take the mean of")
         self.policy = agent.policy.to(dtype).eval().requires_grad_(False)  # eval: NoisyLinear runs on its means
         # the policy reads normalised observations when the expert was trained with obs_norm (svg0's default)
         self.obs_norm = getattr(agent, "obs_norm", None)
-        self.steps = int(meta["counters"]["env_steps"])
+        self.steps = steps
         self.proprio = self.layout.slices[STATE_GROUP]
         self.task = self.layout.slices["task"]
         self.state_dim = self.proprio.stop - self.proprio.start
