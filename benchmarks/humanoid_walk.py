@@ -89,6 +89,42 @@ def main() -> None:
     write_result(args, trainer.env_steps, config)
 
 
+def behaviour(run_dir: Path, episodes: int = 3) -> dict:
+    """What the newest policy does, in absolute terms (a return alone hides a humanoid that falls and gets up):
+    per deterministic episode, the return, the fraction of steps with the torso below 0.75 m (about half its standing
+    height: down), the falls (the torso dropping from above 1.0 m to below 0.6 m) and the mean horizontal speed."""
+    import numpy as np
+
+    import envs
+    from agents.loop import load_trained_agent
+    from agents.observations import ObsLayout
+
+    env = envs.make(TASK, seed=0, action_repeat=REPEAT)
+    layout = ObsLayout(env.observation_space)
+    _, _, agent, step = load_trained_agent(run_dir, env.observation_space, env.action_space)
+    out = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=episode)
+        heights, positions, total, done = [], [], 0.0, False
+        while not done:
+            action, _ = agent.act(layout.flatten(obs), deterministic=True)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total, done = total + reward, terminated or truncated
+            heights.append(float(env.physics.data.xpos[1, 2]))
+            positions.append(env.physics.data.xpos[1, :2].copy())
+        falls, up = 0, heights[0] > 1.0
+        for h in heights:
+            if up and h < 0.6:
+                falls, up = falls + 1, False
+            elif not up and h > 1.0:
+                up = True
+        out.append({"return": round(total, 1), "fraction_down": round(float(np.mean(np.array(heights) < 0.75)), 3),
+                    "falls": falls, "mean_speed_m_per_s": round(float(np.linalg.norm(positions[-1] - positions[0])
+                                                                    / (len(heights) * env.control_timestep() * REPEAT)), 2)})
+    env.close()
+    return {"checkpoint_step": step, "episodes": out}
+
+
 def write_result(args, env_steps: int, config) -> None:
     """The evaluation curve read from the run's TensorBoard events, with the run's settings."""
     import dataclasses
@@ -99,6 +135,7 @@ def write_result(args, env_steps: int, config) -> None:
     result = {"task": TASK, "action_repeat": REPEAT, "budget": BUDGET, "env_steps": env_steps,
               "settings": json.loads(json.dumps(dataclasses.asdict(config))), "eval_curve": curve,
               "final_eval_return": curve[-1][1] if curve else None, "target": 600,
+              "behaviour": behaviour(args.run_dir),
               "command": "python " + " ".join(["benchmarks/humanoid_walk.py", *sys.argv[1:]])}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=1))

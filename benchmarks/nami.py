@@ -470,6 +470,7 @@ def main() -> None:
         if args.only and name not in args.only:
             continue
         cases[name] = run()
+        cases[name]["settings"] = {"seeds": args.seeds, "steps": args.steps, "gmm_steps": args.gmm_steps}
         print(f"{name}: holds={cases[name]['holds']}", flush=True)
     out = {"command": "python " + " ".join(["benchmarks/nami.py", *sys.argv[1:]]),
            "seconds": round(time.time() - start, 1), "cases": cases}

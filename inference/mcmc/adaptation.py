@@ -75,12 +75,16 @@ def schedule(num_warmup: int) -> list[tuple[int, int]]:
 
 def window_adaptation(logdensity, position: Tensor, generator: Optional[torch.Generator], num_warmup: int,
                       num_steps: int = 10, target_accept: float = 0.8, initial_step_size: float = 0.1,
-                      adapt_mass: bool = True, kinetic=None) -> WarmupResult:
-    """Warm up HMC chains: returns the last state, the tuned step size and the diagonal inverse mass.
+                      adapt_mass: bool = True, kinetic=None, algorithm=None, **settings) -> WarmupResult:
+    """Warm up chains: returns the last state, the tuned step size and the diagonal inverse mass.
 
-    With ``adapt_mass=False`` only the step size is tuned and ``kinetic`` (e.g. ``RelativisticKinetic``) is used
-    as given; with ``adapt_mass=True`` the kinetic energy is the adapted diagonal Gaussian.
+    ``algorithm``: a sampler module with ``build(logdensity, step_size, kinetic=..., **settings) -> Kernel`` (default
+    ``hmc`` with ``num_steps``; e.g. ``nuts`` with ``max_depth``). With ``adapt_mass=False`` only the step size is
+    tuned and ``kinetic`` (e.g. ``RelativisticKinetic``) is used as given; with ``adapt_mass=True`` the kinetic
+    energy is the adapted diagonal Gaussian.
     """
+    if algorithm is None:
+        algorithm, settings = hmc, {"num_steps": num_steps, **settings}
     if num_warmup < 1:
         raise ValueError(f"num_warmup must be >= 1, got {num_warmup}")
     if adapt_mass and kinetic is not None:
@@ -94,7 +98,8 @@ def window_adaptation(logdensity, position: Tensor, generator: Optional[torch.Ge
     sums = None
     tail_acc, tail_n = 0.0, 0
     for t in range(num_warmup):
-        state, info = hmc.step(state, generator, logdensity, torch.exp(da.log_step).item(), num_steps, kin)
+        kernel = algorithm.build(logdensity, torch.exp(da.log_step).item(), kinetic=kin, **settings)
+        state, info = kernel.step(state, generator)
         acc = info.acceptance_rate.mean()
         da = dual_averaging_update(da, acc, target_accept)
         if any(s <= t < e for s, e in windows):

@@ -46,8 +46,10 @@ def value_and_grad(logdensity: LogDensity, position: Tensor) -> tuple[Tensor, Te
         if lp.shape != x.shape[:-1]:
             raise ValueError(f"log density must map positions {tuple(x.shape)} to {tuple(x.shape[:-1])}, "
                              f"got {tuple(lp.shape)}")
-        (g,) = torch.autograd.grad(lp.sum(), x)
-    return lp.detach(), g.detach()
+        if not lp.requires_grad:                 # a density that does not depend on x (flat): zero gradient
+            return lp.detach(), torch.zeros_like(x).detach()
+        (g,) = torch.autograd.grad(lp.sum(), x, allow_unused=True)
+    return lp.detach(), (torch.zeros_like(x) if g is None else g).detach()
 
 
 def check_position(position: Tensor) -> None:
@@ -118,6 +120,31 @@ def rhmc_step(state: HMCState, generator: Optional[torch.Generator], logdensity:
     """Relativistic HMC (seed 000 Ch. 3): HMC with the kinetic energy (3.4); eps * c bounds each move."""
     return step(state, generator, logdensity, step_size, num_steps, RelativisticKinetic(mass, c),
                 divergence_threshold)
+
+
+class Kernel(NamedTuple):
+    """A sampler with its settings bound (BlackJAX / posteriors style): ``state = kernel.init(position)``, then
+    ``state, info = kernel.step(state, generator)``."""
+    init: Callable[[Tensor], HMCState]
+    step: Callable[..., tuple[HMCState, NamedTuple]]
+
+
+def build(logdensity: LogDensity, step_size, num_steps: int = 10, kinetic=None,
+          divergence_threshold: float = 1000.0) -> Kernel:
+    """HMC with its settings bound; bad settings fail here, before any draw."""
+    if int(num_steps) != num_steps or num_steps < 1:
+        raise ValueError(f"num_steps must be a positive integer, got {num_steps}")
+    check_step_size(step_size)
+
+    def kernel_step(state: HMCState, generator: Optional[torch.Generator] = None):
+        return step(state, generator, logdensity, step_size, int(num_steps), kinetic, divergence_threshold)
+    return Kernel(lambda position: init(position, logdensity), kernel_step)
+
+
+def check_step_size(step_size) -> None:
+    t = torch.as_tensor(step_size, dtype=torch.float64)
+    if not bool((t > 0).all()) or not bool(torch.isfinite(t).all()):
+        raise ValueError(f"step_size must be positive and finite, got {step_size}")
 
 
 def sample(kernel: Callable[[object, Optional[torch.Generator]], tuple[object, NamedTuple]], state,

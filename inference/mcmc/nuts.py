@@ -1,0 +1,202 @@
+"""The No-U-Turn Sampler (multinomial, as in Stan / NumPyro / BlackJAX), batched over chains.
+
+Not in the seeds (issue 15 asks for it because it is what users of those libraries run by default). Sources:
+Hoffman & Gelman (2014), Algorithm 3 (trajectory doubling in a random direction until a U-turn); Betancourt (2017,
+"A conceptual introduction to Hamiltonian Monte Carlo", App. A) for the multinomial form used by Stan since 2.1x:
+
+- every point z of the trajectory has weight w(z) = exp(-(H(z) - H_0));
+- inside a subtree the proposal is drawn multinomially (the second half's proposal replaces the first's with
+  probability w_2 / (w_1 + w_2));
+- at the top level a new subtree's proposal replaces the current one with probability min(1, w_new / w_old)
+  (biased progressive sampling, which favours later points);
+- the generalized no-U-turn criterion with rho = the sum of the momenta of a (sub)tree and the velocities
+  v = dK/dp at its two ends: the tree turns when v_minus . rho <= 0 or v_plus . rho <= 0. It is checked for every
+  subtree, and, as in Stan >= 2.21, also across each merge (the left tree plus the right tree's first point, and the
+  left tree's last point plus the right tree);
+- a point whose energy error exceeds ``divergence_threshold`` (or is not finite) is divergent and ends the
+  trajectory without extending it.
+
+Batched lock-step tree building: every chain builds a subtree of the same depth at the same time, so one leapfrog
+step evaluates the log density of all chains at once; a chain whose trajectory has already stopped keeps being
+stepped (its results are masked out), so the cost per draw is that of the deepest chain. The kinetic energy is any of
+``inference.mcmc.kinetic`` (Gaussian with a diagonal mass, or relativistic: the velocity in the U-turn criterion is
+then dK/dp, which is what the generalized criterion asks for).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import torch
+from torch import Tensor
+
+from .hmc import HMCState, Kernel, LogDensity, as_column, check_step_size, value_and_grad
+from .kinetic import GaussianKinetic
+
+
+class NUTSInfo(NamedTuple):
+    acceptance_rate: Tensor   # [chains] mean of min(1, exp(-dH)) over the trajectory's points (for step-size adaptation)
+    is_accepted: Tensor       # [chains] bool: the draw moved
+    is_divergent: Tensor      # [chains] bool
+    energy: Tensor            # [chains] Hamiltonian of the returned point
+    tree_depth: Tensor        # [chains]
+    num_steps: Tensor         # [chains] leapfrog steps in the chain's trajectory
+    num_grad_evals: int       # per chain, counting the lock-step work of chains that had stopped
+
+
+class _Tree(NamedTuple):
+    x_minus: Tensor
+    p_minus: Tensor
+    g_minus: Tensor
+    x_plus: Tensor
+    p_plus: Tensor
+    g_plus: Tensor
+    x: Tensor          # the proposal
+    p: Tensor
+    g: Tensor
+    lp: Tensor
+    log_weight: Tensor
+    p_sum: Tensor
+    turning: Tensor
+    diverging: Tensor
+    accept_sum: Tensor
+    leaves: Tensor
+
+
+def _where(mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    return torch.where(mask.unsqueeze(-1) if a.ndim > mask.ndim else mask, a, b)
+
+
+def _turning(velocity, p_minus: Tensor, p_plus: Tensor, p_sum: Tensor) -> Tensor:
+    return ((velocity(p_minus) * p_sum).sum(-1) <= 0) | ((velocity(p_plus) * p_sum).sum(-1) <= 0)
+
+
+class _Builder:
+    """Tree building for one transition: the start energy, step and kinetic energy shared by every leaf."""
+
+    def __init__(self, logdensity: LogDensity, kinetic, eps: Tensor, h0: Tensor, threshold: float, generator):
+        self.logdensity, self.kinetic, self.eps, self.h0 = logdensity, kinetic, eps, h0
+        self.threshold, self.generator = threshold, generator
+        self.grad_evals = 0
+
+    def leaf(self, x: Tensor, p: Tensor, g: Tensor, direction: Tensor) -> _Tree:
+        """One leapfrog step of size eps * direction from (x, p, g)."""
+        eps = self.eps * direction.unsqueeze(-1)
+        p_half = p + 0.5 * eps * g
+        x_new = x + eps * self.kinetic.velocity(p_half)
+        lp, g_new = value_and_grad(self.logdensity, x_new)
+        self.grad_evals += 1
+        p_new = p_half + 0.5 * eps * g_new
+        delta = -lp + self.kinetic.energy(p_new) - self.h0
+        diverging = ~(delta < self.threshold)                          # also NaN / inf
+        # a diverged chain keeps stepping from its last finite point (lock-step), never from NaN
+        x_new, p_new, g_new = _where(diverging, x, x_new), _where(diverging, p, p_new), _where(diverging, g, g_new)
+        lp = torch.where(diverging, torch.full_like(lp, -torch.inf), lp)
+        log_weight = torch.where(diverging, torch.full_like(delta, -torch.inf), -delta)
+        accept = torch.where(diverging, torch.zeros_like(delta), torch.exp(torch.clamp(-delta, max=0.0)))
+        no = torch.zeros_like(diverging)
+        return _Tree(x_new, p_new, g_new, x_new, p_new, g_new, x_new, p_new, g_new, lp, log_weight, p_new, no,
+                     diverging, accept, torch.ones_like(delta))
+
+    def build(self, x: Tensor, p: Tensor, g: Tensor, direction: Tensor, depth: int) -> _Tree:
+        """A subtree of 2^depth leapfrog steps from (x, p, g) in ``direction`` (per chain +1 / -1)."""
+        if depth == 0:
+            return self.leaf(x, p, g, direction)
+        first = self.build(x, p, g, direction, depth - 1)
+        forward = direction > 0
+        # the second half continues from the first half's far end
+        start_x = _where(forward, first.x_plus, first.x_minus)
+        start_p = _where(forward, first.p_plus, first.p_minus)
+        start_g = _where(forward, first.g_plus, first.g_minus)
+        second = self.build(start_x, start_p, start_g, direction, depth - 1)
+        left, right = _order(forward, first, second)
+        log_weight = torch.logaddexp(first.log_weight, second.log_weight)
+        u = torch.rand(log_weight.shape, generator=self.generator, dtype=log_weight.dtype, device=log_weight.device)
+        take = torch.log(u) < second.log_weight - log_weight             # multinomial inside the subtree
+        return _merge(left, right, first, second, take, log_weight, self.kinetic.velocity)
+
+
+def _order(forward: Tensor, first: _Tree, second: _Tree) -> tuple[_Tree, _Tree]:
+    """The two halves in time order (left = earlier)."""
+    left = _Tree(*(_where(forward, a, b) for a, b in zip(first, second)))
+    right = _Tree(*(_where(forward, b, a) for a, b in zip(first, second)))
+    return left, right
+
+
+def _merge(left: _Tree, right: _Tree, old: _Tree, new: _Tree, take: Tensor, log_weight: Tensor, velocity) -> _Tree:
+    p_sum = left.p_sum + right.p_sum
+    turning = (left.turning | right.turning | _turning(velocity, left.p_minus, right.p_plus, p_sum)
+               | _turning(velocity, left.p_minus, right.p_minus, left.p_sum + right.p_minus)   # Stan >= 2.21
+               | _turning(velocity, left.p_plus, right.p_plus, left.p_plus + right.p_sum))
+    return _Tree(left.x_minus, left.p_minus, left.g_minus, right.x_plus, right.p_plus, right.g_plus,
+                 _where(take, new.x, old.x), _where(take, new.p, old.p), _where(take, new.g, old.g),
+                 torch.where(take, new.lp, old.lp), log_weight, p_sum, turning, left.diverging | right.diverging,
+                 left.accept_sum + right.accept_sum, left.leaves + right.leaves)
+
+
+def init(position: Tensor, logdensity: LogDensity) -> HMCState:
+    """NUTS shares HMC's state (position, log density, its gradient)."""
+    from .hmc import init as hmc_init
+
+    return hmc_init(position, logdensity)
+
+
+def build(logdensity: LogDensity, step_size, kinetic=None, max_depth: int = 10,
+          divergence_threshold: float = 1000.0) -> Kernel:
+    """NUTS with its settings bound (``Kernel(init, step)``); bad settings fail here, before any draw."""
+    _check_depth(max_depth)
+    check_step_size(step_size)
+
+    def kernel_step(state: HMCState, generator: Optional[torch.Generator] = None):
+        return step(state, generator, logdensity, step_size, kinetic, max_depth, divergence_threshold)
+    return Kernel(lambda position: init(position, logdensity), kernel_step)
+
+
+def _check_depth(max_depth) -> None:
+    if int(max_depth) != max_depth or not 1 <= max_depth <= 20:
+        raise ValueError(f"max_depth must be an integer in [1, 20], got {max_depth}")
+
+
+def step(state: HMCState, generator: Optional[torch.Generator], logdensity: LogDensity, step_size,
+         kinetic=None, max_depth: int = 10, divergence_threshold: float = 1000.0) -> tuple[HMCState, NUTSInfo]:
+    """One multinomial-NUTS transition per chain (module docstring)."""
+    _check_depth(max_depth)
+    kinetic = GaussianKinetic() if kinetic is None else kinetic
+    x0, lp0, g0 = state
+    eps = as_column(step_size, x0, "step_size")
+    p0 = kinetic.sample(x0, generator)
+    h0 = -lp0 + kinetic.energy(p0)
+    builder = _Builder(logdensity, kinetic, eps, h0, divergence_threshold, generator)
+    zero = torch.zeros_like(lp0)
+    no = torch.zeros_like(lp0, dtype=torch.bool)
+    traj = _Tree(x0, p0, g0, x0, p0, g0, x0, p0, g0, lp0, zero, p0, no, no, zero, zero)
+    done, depth = no.clone(), torch.zeros_like(lp0, dtype=torch.long)
+    diverged = no.clone()
+    for j in range(int(max_depth)):
+        if bool(done.all()):
+            break
+        direction = torch.where(torch.rand(lp0.shape, generator=generator, dtype=lp0.dtype, device=lp0.device)
+                                < 0.5, -torch.ones_like(lp0), torch.ones_like(lp0))
+        forward = direction > 0
+        start = (_where(forward, traj.x_plus, traj.x_minus), _where(forward, traj.p_plus, traj.p_minus),
+                 _where(forward, traj.g_plus, traj.g_minus))
+        sub = builder.build(*start, direction, j)
+        active = ~done
+        extend = active & ~sub.turning & ~sub.diverging
+        u = torch.rand(lp0.shape, generator=generator, dtype=lp0.dtype, device=lp0.device)
+        take = extend & (torch.log(u) < sub.log_weight - traj.log_weight)   # biased progressive sampling
+        left, right = _order(forward, traj, sub)
+        merged = _merge(left, right, traj, sub, take, torch.logaddexp(traj.log_weight, sub.log_weight),
+                        kinetic.velocity)
+        # chains that stop here keep their trajectory (a turning or divergent subtree is not added) ...
+        traj = _Tree(*(_where(extend, m, t) for m, t in zip(merged, traj)))
+        # ... but Stan counts the acceptance statistics of every point it computed for them
+        traj = traj._replace(accept_sum=traj.accept_sum + torch.where(active & ~extend, sub.accept_sum, zero),
+                             leaves=traj.leaves + torch.where(active & ~extend, sub.leaves, zero))
+        diverged = diverged | (active & sub.diverging)
+        depth = torch.where(active, torch.full_like(depth, j + 1), depth)
+        done = done | (active & (sub.turning | sub.diverging | merged.turning))
+    moved = (traj.x != x0).any(-1)
+    energy = -traj.lp + kinetic.energy(traj.p)
+    new = HMCState(traj.x, traj.lp, traj.g)
+    return new, NUTSInfo(traj.accept_sum / traj.leaves.clamp_min(1), moved, diverged, energy, depth, traj.leaves,
+                         builder.grad_evals)
