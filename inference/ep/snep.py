@@ -1,0 +1,187 @@
+"""Stochastic natural-gradient EP (SNEP) and the damped-EP / SMS baseline, one process (the Ray posterior server is
+still to come: issue 16 item 3).
+
+Seed 003 Ch 4 (Hasenclever et al., JMLR 2017; extraction ``../shared/research/seed003.md`` §3.2-3.4) and seed 000
+eqs 4.22-4.25. The posterior p(x) ∝ p0(x) exp(sum_i l_i(x)) is split over n workers, worker i holding shard i's
+log-likelihood l_i. q(x) = exp((theta_0 + sum_j lambda_j)^T s(x)) (9), lambda_i the site of worker i; the server's
+theta_post = theta_0 + sum_j lambda_j. With the Gaussian family of ``expfam.FullGaussian`` (s = (x, x x^T / 2)):
+
+- tilted distribution of worker i (20): p_i ∝ exp((theta'_i - lambda_i / beta_i)^T s(x) + l_i(x) / beta_i);
+- SNEP inner update (22), in mean parameters gamma_i with lambda_i = grad A*(gamma_i):
+  gamma_i <- gamma_i + eps (E_{p_i}[s(x)] - grad A(theta_post)), the expectation either exact (Gaussian shards) or
+  the sufficient statistics of one MCMC state (the seed's "single MCMC state" estimate) or of several;
+- outer update (23): theta'_i <- theta_post (every ``outer_every`` inner steps; 1 = the merged update (24));
+- damped EP in natural parameters (25), the SMS baseline: lambda_i <- lambda_i + eps (grad A*(E_{p_i}[s]) -
+  theta_post) with theta'_i = theta_post, which needs the moments turned back into natural parameters and so breaks
+  down when they are estimated from few samples;
+- p-SNEP: beta_i = 1 / n (``power="parallel"``), beta_i = 1 is EP's fixed point.
+
+The invariant theta_post = theta_0 + sum_i lambda_i is kept exactly: the server adds each worker's delta
+lambda_i^new - lambda_i^old (Alg 8 line 21), ``SNEPState.check_invariant`` verifies it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+import torch
+from torch import Tensor
+
+from inference.ep.expfam import FullGaussian
+
+__all__ = ["GaussianShard", "SampledShard", "SNEPState", "init", "snep_round", "sms_round", "posterior"]
+
+Pair = tuple[Tensor, Tensor]
+
+
+def _add(a: Pair, b: Pair, scale: float = 1.0) -> Pair:
+    return a[0] + scale * b[0], a[1] + scale * b[1]
+
+
+@dataclass
+class GaussianShard:
+    """A shard whose log-likelihood is Gaussian in x (linear regression, known noise): exact tilted moments.
+    l(x) = sum_c log N(y_c; z_c^T x, noise^2) has natural parameters (Z^T y / noise^2, -Z^T Z / noise^2)."""
+    features: Tensor
+    targets: Tensor
+    noise: float
+
+    def __post_init__(self):
+        if self.features.ndim != 2 or self.features.shape[0] == 0 or self.targets.shape != self.features.shape[:1]:
+            raise ValueError("a shard needs features [n >= 1, d] and targets [n] (a shard with no data cannot "
+                             "hold a site)")
+
+    @property
+    def natural(self) -> Pair:
+        z, y = self.features.double(), self.targets.double()
+        return z.T @ y / self.noise ** 2, -(z.T @ z) / self.noise ** 2
+
+    def tilted_mean(self, tilted_natural: Pair, beta: float, generator=None) -> Pair:
+        return FullGaussian.mean_from_natural(_add(tilted_natural, self.natural, 1.0 / beta))
+
+
+@dataclass
+class SampledShard:
+    """A shard with any log-likelihood ``log_lik(x [C, d]) -> [C]``: tilted moments from ``samples`` MCMC draws
+    (HMC steps of ``inference.mcmc.hmc`` continuing from the shard's last state, ``chains`` of them)."""
+    log_lik: Callable[[Tensor], Tensor]
+    dim: int
+    samples: int = 1
+    chains: int = 1
+    step_size: float = 0.05
+    leapfrog: int = 5
+    state: Optional[Tensor] = None
+
+    def tilted_mean(self, tilted_natural: Pair, beta: float, generator=None) -> Pair:
+        from inference.mcmc import hmc
+
+        h, neg_prec = tilted_natural
+
+        def log_p(x):
+            return x @ h + 0.5 * ((x @ neg_prec) * x).sum(-1) + self.log_lik(x) / beta
+        if self.state is None:
+            mean, _ = FullGaussian.moments_from_natural(tilted_natural)
+            self.state = mean.expand(self.chains, self.dim).clone()
+        st = hmc.init(self.state, log_p)
+        draws = []
+        for _ in range(self.samples):
+            st, _ = hmc.step(st, generator, log_p, self.step_size, self.leapfrog)
+            draws.append(st.position)
+        self.state = st.position
+        x = torch.cat(draws)
+        return x.mean(0), 0.5 * (x.T @ x) / x.shape[0]
+
+
+@dataclass
+class SNEPState:
+    theta0: Pair
+    sites: list            # lambda_i (natural pairs)
+    gammas: list           # gamma_i (mean pairs); SNEP only
+    theta_prime: list      # theta'_i
+    theta_post: Pair       # the server's copy
+    betas: list
+
+    def check_invariant(self, atol: float = 1e-8) -> bool:
+        total = self.theta0
+        for lam in self.sites:
+            total = _add(total, lam)
+        return all(torch.allclose(a, b, atol=atol) for a, b in zip(total, self.theta_post))
+
+
+def init(prior_mean: Tensor, prior_cov: Tensor, shards: Sequence, site_precision: float = 1e-2,
+         power: str | float = 1.0) -> SNEPState:
+    """Sites start as broad proper Gaussians N(0, I / site_precision) (their mean parameters must exist)."""
+    if not shards:
+        raise ValueError("need at least one shard")
+    n, d = len(shards), prior_mean.numel()
+    beta = 1.0 / n if power == "parallel" else float(power)
+    if not beta > 0:
+        raise ValueError(f"power (beta) must be positive or 'parallel', got {power}")
+    theta0 = FullGaussian.natural_from_moments(prior_mean.double(), prior_cov.double())
+    site = FullGaussian.natural_from_moments(torch.zeros(d, dtype=torch.float64),
+                                             torch.eye(d, dtype=torch.float64) / site_precision)
+    sites = [tuple(t.clone() for t in site) for _ in range(n)]
+    post = theta0
+    for lam in sites:
+        post = _add(post, lam)
+    return SNEPState(theta0, sites, [FullGaussian.mean_from_natural(s) for s in sites],
+                     [tuple(t.clone() for t in post) for _ in range(n)], post, [beta] * n)
+
+
+def _push(state: SNEPState, i: int, new_site: Pair) -> None:
+    """The worker's delta applied by the server (Alg 8 line 21)."""
+    delta = _add(new_site, state.sites[i], -1.0)
+    state.theta_post = _add(state.theta_post, delta)
+    state.sites[i] = new_site
+
+
+def snep_round(state: SNEPState, shards: Sequence, lr: float, outer_every: int = 1, step: int = 0,
+               generator: Optional[torch.Generator] = None) -> SNEPState:
+    """One inner update (22) on every worker in turn, each pushing its delta; the outer update (23) every
+    ``outer_every`` rounds, at each worker's turn (1: the merged update (24))."""
+    outer = (step + 1) % outer_every == 0
+    for i, shard in enumerate(shards):
+        beta = state.betas[i]
+        if outer:                     # (23) at the worker's turn: theta'_i := theta_{-i} + lambda_i = theta_post now
+            state.theta_prime[i] = tuple(t.clone() for t in state.theta_post)
+        tilted = _add(state.theta_prime[i], state.sites[i], -1.0 / beta)
+        try:
+            stats = shard.tilted_mean(tilted, beta, generator)
+        except ValueError:            # the tilted distribution is not normalisable: skip this worker's step
+            continue
+        mu_post = FullGaussian.mean_from_natural(state.theta_post)
+        direction = _add(stats, mu_post, -1.0)
+        for halving in range(12):     # a step that leaves the mean domain is damped (halved), as the seed advises
+            gamma = _add(state.gammas[i], direction, lr / 2 ** halving)
+            try:
+                new_site = FullGaussian.natural_from_mean(gamma)
+            except ValueError:
+                continue
+            state.gammas[i] = gamma
+            _push(state, i, new_site)
+            break
+    return state
+
+
+def sms_round(state: SNEPState, shards: Sequence, lr: float,
+              generator: Optional[torch.Generator] = None) -> tuple[SNEPState, int]:
+    """Damped EP in natural parameters (25) with the cavity theta_post - lambda_i / beta: the SMS baseline.
+    Returns the state and the number of updates rejected because the moments had no natural parameters."""
+    rejected = 0
+    for i, shard in enumerate(shards):
+        beta = state.betas[i]
+        tilted = _add(state.theta_post, state.sites[i], -1.0 / beta)
+        try:
+            stats = shard.tilted_mean(tilted, beta, generator)
+            target = FullGaussian.natural_from_mean(stats)
+        except ValueError:
+            rejected += 1
+            continue
+        new_site = _add(state.sites[i], _add(target, state.theta_post, -1.0), lr)
+        _push(state, i, new_site)
+    return state, rejected
+
+
+def posterior(state: SNEPState) -> tuple[Tensor, Tensor]:
+    """Mean and covariance of q (the server's theta_post); ValueError if it is not a Gaussian (SMS can leave)."""
+    return FullGaussian.moments_from_natural(state.theta_post)
