@@ -156,6 +156,7 @@ def test_structured_made_outputs_depend_exactly_on_the_parent_sets(maker):
         assert depends == set(inverse.parents[w])
 
 
+@pytest.mark.slow
 def test_inference_compilation_reaches_the_exact_posterior_on_a_small_tree():
     """Depth 3 linear-Gaussian tree: the reverse-NaMI network's KL to the exact posterior falls below 0.05 nats,
     the Stuhlmüller network's stays above its analytic floor (> 0)."""

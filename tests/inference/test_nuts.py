@@ -26,7 +26,8 @@ def draws(kernel, position, generator, burn_in, num):
     return torch.stack(out, 1), infos
 
 
-@pytest.mark.parametrize("kinetic", [None, RelativisticKinetic(1.0, 3.0)], ids=["gaussian", "relativistic"])
+@pytest.mark.parametrize("kinetic", [None, pytest.param(RelativisticKinetic(1.0, 3.0), marks=pytest.mark.slow)],
+                         ids=["gaussian", "relativistic"])
 def test_nuts_recovers_exact_moments_of_an_ill_conditioned_gaussian(kinetic):
     g = torch.Generator().manual_seed(0)
     kernel = nuts.build(gaussian, step_size=0.25, kinetic=kinetic)
