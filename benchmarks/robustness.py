@@ -109,8 +109,8 @@ def rare_case(rollouts: PerturbedRollouts, runs: int) -> tuple[dict, tuple]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run-dir", type=Path, default=ROOT / "runs" / "robustness" / "walker-stand-svg0")
-    parser.add_argument("--moderate-scale", type=float, default=2.0)
-    parser.add_argument("--rare-scale", type=float, default=0.5)
+    parser.add_argument("--moderate-scale", type=float, default=0.25)
+    parser.add_argument("--rare-scale", type=float, default=0.15)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--naive", type=int, default=2000)
     parser.add_argument("--only", nargs="*", choices=("moderate", "rare"))

@@ -52,6 +52,9 @@ class PerturbationModel:
         for name in ("push_every", "push_duration", "horizon"):
             if not np.isfinite(getattr(self, name)) or getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be a finite number > 0 (seconds), got {getattr(self, name)}")
+        if self.push_duration > self.push_every:
+            raise ValueError(f"push_duration ({self.push_duration} s) must not exceed push_every "
+                             f"({self.push_every} s): pushes would overlap")
 
     # -- layout of x for one environment ------------------------------------------------------------------------
     def layout(self, env: DMEnv, control_dt: float) -> dict:

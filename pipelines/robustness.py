@@ -50,7 +50,10 @@ class PerturbedRollouts:
                  fall_fraction: float, start_seed: int = 0, warmup: float = 0.0):
         run, agent_config = load_run_config(run_dir)
         self.env = make_run_env(run.env, run.action_repeat, run.agent, agent_config, "cpu", start_seed)
-        self.dm = dm_env_of(self.env)
+        try:
+            self.dm = dm_env_of(self.env)
+        except ValueError as e:
+            raise ConfigError(f"{run_dir}: {e}") from None
         if self.env is not self.dm:
             raise ConfigError(f"{run_dir}: agent {run.agent} acts through a wrapper of {run.env}; robustness needs "
                               "an agent that acts on the environment directly")
@@ -86,6 +89,12 @@ class PerturbedRollouts:
 
     def rollout(self, x: np.ndarray, frames: list | None = None) -> float:
         """s(x) for one x [dim] (``frames``: append rendered frames)."""
+        # some agents draw torch noise even for their deterministic action (sql's sampler): pin it too
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            return self._rollout(x, frames)
+
+    def _rollout(self, x: np.ndarray, frames: list | None) -> float:
         self.dm.set_state(self.start)
         if self.model.init_noise > 0:
             self.model.apply_initial(self.dm, self.shape, x)
@@ -117,8 +126,12 @@ class PerturbedRollouts:
 def _check(args) -> None:
     if args.failure == "return" and args.threshold is None:
         raise ConfigError("--failure return needs --threshold (fail when the return is at most this)")
-    if args.chains < 10 or args.mh_steps < 1 or args.runs < 1 or args.naive < 0 or not 0 < args.rho < 1:
-        raise ConfigError("--chains must be >= 10, --mh-steps and --runs >= 1, --naive >= 0, and --rho in (0, 1)")
+    if args.chains < 10 or args.mh_steps < 1 or args.runs < 1 or args.naive < 0 or args.keep < 0 \
+            or not 0 < args.rho < 1:
+        raise ConfigError("--chains must be >= 10, --mh-steps and --runs >= 1, --naive and --keep >= 0, and --rho in "
+                          "(0, 1)")
+    if int(args.rho * args.chains) < 1:
+        raise ConfigError(f"--rho {args.rho} keeps no chain of {args.chains} at a level; raise --rho or --chains")
     if not 0 < args.fall_fraction < 1:
         raise ConfigError("--fall-fraction must be in (0, 1)")
     if not 0 < args.p_min < 1:
@@ -147,8 +160,11 @@ def estimate(args) -> dict:
     started = time.time()
     for r in range(args.runs):
         before = rollouts.rollouts
-        result = amls(sample, log_density, rollouts.score, n=args.chains, rho=args.rho, mh_steps=args.mh_steps,
-                      log_p_min=math.log(args.p_min), generator=torch.Generator().manual_seed(args.seed + r))
+        try:
+            result = amls(sample, log_density, rollouts.score, n=args.chains, rho=args.rho, mh_steps=args.mh_steps,
+                          log_p_min=math.log(args.p_min), generator=torch.Generator().manual_seed(args.seed + r))
+        except RuntimeError as e:     # no level reached 0 within AMLS's level budget
+            raise ConfigError(f"{e}; raise --p-min") from None
         log10 = result.log_probability / math.log(10) if result.log_probability > -math.inf else -math.inf
         runs.append({"log10_probability": log10, "levels": [float(v) for v in result.levels],
                      "terminated_at_p_min": bool(result.terminated), "rollouts": rollouts.rollouts - before})

@@ -95,6 +95,8 @@ def test_bad_input_is_one_clear_error(walker_run, tmp_path, capsys):
     one_line_error(walker_run, "--failure", "return", fragment="--threshold")
     one_line_error(walker_run, "--push-scale", "-1", fragment="push_scale")
     one_line_error(walker_run, "--chains", "3", fragment="--chains")
+    one_line_error(walker_run, "--chains", "10", "--rho", "0.05", fragment="keeps no chain")
+    one_line_error(walker_run, "--push-duration", "2", fragment="overlap")
     (tmp_path / "bad.json").write_text("{")
     one_line_error(walker_run, "--replay", tmp_path / "bad.json", fragment="not a cases file")
     existing = tmp_path / "exists"

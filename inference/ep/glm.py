@@ -112,8 +112,7 @@ def _site_update(likelihood, x, y, cavity: Gaussian, power: float, min_site_prec
     ok = (v > 0) & (var > 0) & (var < v) & torch.isfinite(mean) & torch.isfinite(var)
     tau = torch.where(ok, 1.0 / var - 1.0 / v, torch.zeros_like(v))
     nu = torch.where(ok, mean / var - m / v, torch.zeros_like(v))
-    tau = torch.clamp(tau, min=min_site_precision)
-    return tau / power, nu / power, ok
+    return torch.clamp(tau / power, min=min_site_precision), nu / power, ok
 
 
 @dataclass

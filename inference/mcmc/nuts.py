@@ -39,7 +39,7 @@ class NUTSInfo(NamedTuple):
     is_divergent: Tensor      # [chains] bool
     energy: Tensor            # [chains] Hamiltonian of the returned point
     tree_depth: Tensor        # [chains]
-    num_steps: Tensor         # [chains] leapfrog steps in the chain's trajectory
+    num_steps: Tensor         # [chains] leapfrog points the chain's trajectory built (as Stan counts them)
     num_grad_evals: int       # per chain, counting the lock-step work of chains that had stopped
 
 
@@ -78,8 +78,9 @@ class _Builder:
         self.threshold, self.generator = threshold, generator
         self.grad_evals = 0
 
-    def leaf(self, x: Tensor, p: Tensor, g: Tensor, direction: Tensor) -> _Tree:
-        """One leapfrog step of size eps * direction from (x, p, g)."""
+    def leaf(self, x: Tensor, p: Tensor, g: Tensor, direction: Tensor, alive: Tensor) -> _Tree:
+        """One leapfrog step of size eps * direction from (x, p, g); ``alive``: the chains whose trajectory has not
+        stopped (the others are stepped in lock step but their point is not counted)."""
         eps = self.eps * direction.unsqueeze(-1)
         p_half = p + 0.5 * eps * g
         x_new = x + eps * self.kinetic.velocity(p_half)
@@ -92,22 +93,24 @@ class _Builder:
         x_new, p_new, g_new = _where(diverging, x, x_new), _where(diverging, p, p_new), _where(diverging, g, g_new)
         lp = torch.where(diverging, torch.full_like(lp, -torch.inf), lp)
         log_weight = torch.where(diverging, torch.full_like(delta, -torch.inf), -delta)
-        accept = torch.where(diverging, torch.zeros_like(delta), torch.exp(torch.clamp(-delta, max=0.0)))
+        accept = torch.where(diverging | ~alive, torch.zeros_like(delta), torch.exp(torch.clamp(-delta, max=0.0)))
         no = torch.zeros_like(diverging)
         return _Tree(x_new, p_new, g_new, x_new, p_new, g_new, x_new, p_new, g_new, lp, log_weight, p_new, no,
-                     diverging, accept, torch.ones_like(delta))
+                     diverging, accept, alive.to(delta.dtype))
 
-    def build(self, x: Tensor, p: Tensor, g: Tensor, direction: Tensor, depth: int) -> _Tree:
-        """A subtree of 2^depth leapfrog steps from (x, p, g) in ``direction`` (per chain +1 / -1)."""
+    def build(self, x: Tensor, p: Tensor, g: Tensor, direction: Tensor, depth: int, alive: Tensor) -> _Tree:
+        """A subtree of 2^depth leapfrog steps from (x, p, g) in ``direction`` (per chain +1 / -1). A chain whose
+        first half turned or diverged stops counting points (Stan stops building there)."""
         if depth == 0:
-            return self.leaf(x, p, g, direction)
-        first = self.build(x, p, g, direction, depth - 1)
+            return self.leaf(x, p, g, direction, alive)
+        first = self.build(x, p, g, direction, depth - 1, alive)
         forward = direction > 0
         # the second half continues from the first half's far end
         start_x = _where(forward, first.x_plus, first.x_minus)
         start_p = _where(forward, first.p_plus, first.p_minus)
         start_g = _where(forward, first.g_plus, first.g_minus)
-        second = self.build(start_x, start_p, start_g, direction, depth - 1)
+        second = self.build(start_x, start_p, start_g, direction, depth - 1,
+                            alive & ~first.turning & ~first.diverging)
         left, right = _order(forward, first, second)
         log_weight = torch.logaddexp(first.log_weight, second.log_weight)
         u = torch.rand(log_weight.shape, generator=self.generator, dtype=log_weight.dtype, device=log_weight.device)
@@ -179,8 +182,8 @@ def step(state: HMCState, generator: Optional[torch.Generator], logdensity: LogD
         forward = direction > 0
         start = (_where(forward, traj.x_plus, traj.x_minus), _where(forward, traj.p_plus, traj.p_minus),
                  _where(forward, traj.g_plus, traj.g_minus))
-        sub = builder.build(*start, direction, j)
         active = ~done
+        sub = builder.build(*start, direction, j, active)
         extend = active & ~sub.turning & ~sub.diverging
         u = torch.rand(lp0.shape, generator=generator, dtype=lp0.dtype, device=lp0.device)
         take = extend & (torch.log(u) < sub.log_weight - traj.log_weight)   # biased progressive sampling
@@ -189,7 +192,7 @@ def step(state: HMCState, generator: Optional[torch.Generator], logdensity: LogD
                         kinetic.velocity)
         # chains that stop here keep their trajectory (a turning or divergent subtree is not added) ...
         traj = _Tree(*(_where(extend, m, t) for m, t in zip(merged, traj)))
-        # ... but Stan counts the acceptance statistics of every point it computed for them
+        # ... but, as Stan, count the acceptance statistics of the points built before the subtree stopped
         traj = traj._replace(accept_sum=traj.accept_sum + torch.where(active & ~extend, sub.accept_sum, zero),
                              leaves=traj.leaves + torch.where(active & ~extend, sub.leaves, zero))
         diverged = diverged | (active & sub.diverging)

@@ -18,7 +18,10 @@ the §2.2 trace and Table 1, and reproduces that trace step for step (tests/infe
 
 Forward-NaMI reverses the order of random choices, reverse-NaMI keeps it (the seed states the reverse frontier
 rule only as "reverse-topological"; the rule above is our reading). Theorem 1: the result is natural and minimally
-faithful (``inference.graphs`` checks both). Minimality is local: run both modes and keep the more compact one.
+faithful (``inference.graphs`` checks both); measured on random graphs it holds whenever the observed variables are
+the leaves. Outside that setting, forward mode can keep a redundant edge when a latent has no observed descendant
+(reverse mode sets such latents aside); ``inference.graphs.redundant_edges`` finds them. Minimality is local: run
+both modes and keep the more compact one.
 
 Heuristics for comparison (§2.1): ``edge_reversal_inverse`` (each latent conditioned on its children only, as in a
 mean-field encoder) and ``stuhlmuller_inverse`` (Stuhlmüller et al. 2013 / Paige & Wood 2016: the children and the
@@ -212,8 +215,9 @@ class StructuredMADE(nn.Module):
         missing = [v for v in inputs if v not in input_sizes] + [v for v in inverse.order if v not in output_sizes]
         if missing:
             raise ValueError(f"no size given for {missing}")
-        if not hidden or min(hidden) < 1:
-            raise ValueError("hidden must list at least one positive width")
+        if not hidden or min(hidden) < len(inverse.order):
+            raise ValueError(f"hidden must list widths of at least the number of latents ({len(inverse.order)}), so "
+                             f"that every factor gets units; got {tuple(hidden)}")
         self.inputs, self.latents = inputs, tuple(inverse.order)
         parents = {v: frozenset(inverse.parents[v]) for v in self.latents}
         in_label = [v for v in inputs for _ in range(input_sizes[v])]
@@ -228,9 +232,9 @@ class StructuredMADE(nn.Module):
             self.in_slices[v] = (in_start, in_start + input_sizes[v])
             in_start += input_sizes[v]
 
-        def spread(width: int) -> list[str]:    # labels cycle over the latents, every latent gets units
+        def spread(width: int) -> list[str]:    # labels spread evenly over the latents (width >= their number)
             n = len(self.latents)
-            return [self.latents[(i * n) // width if width >= n else i % n] for i in range(width)]
+            return [self.latents[(i * n) // width] for i in range(width)]
 
         layers, labels = [], None
         for width in hidden:

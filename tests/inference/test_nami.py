@@ -197,6 +197,9 @@ def test_bad_input_is_one_clear_error():
         Inverse(("a", "b"), {"a": ("b",), "b": ()}, ())
     with pytest.raises(ValueError, match="unknown family"):
         Family("poisson")
+    small = nami_inverse(student_network())
+    with pytest.raises(ValueError, match="at least the number of latents"):
+        AmortisedInverse(small, {v: Family("normal") for v in small.order}, {"H": 1, "J": 1}, hidden=(3, 3))
     bn = gmm_network(2, 2)
     inverse = nami_inverse(bn, "reverse")
     families = {"phi": Family("dirichlet", 2), "mu0": Family("normal"), "mu1": Family("normal"),
