@@ -73,6 +73,19 @@ def box_model(low: Tensor, high: Tensor):
     return sample, log_density
 
 
+def _checked_score(score: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
+    """s(x) [N], or one ValueError naming the problem (NaN, a wrong shape): AMLS's levels need real numbers."""
+    s = score(x)
+    if not isinstance(s, Tensor) or s.shape != x.shape[:1]:
+        shape = tuple(s.shape) if isinstance(s, Tensor) else type(s).__name__
+        raise ValueError(f"the score function must map points [N, d] to a tensor [N]; got {shape} for "
+                         f"{tuple(x.shape)}")
+    if bool(torch.isnan(s).any()):
+        raise ValueError(f"the score function returned NaN at {int(torch.isnan(s).sum())} of {len(s)} points; "
+                         "make s finite (or -inf) everywhere the input model has mass")
+    return s
+
+
 def amls(sample: Callable[[int, torch.Generator | None], Tensor], log_density: Callable[[Tensor], Tensor],
          score: Callable[[Tensor], Tensor], n: int = 1000, rho: float = 0.1, mh_steps: int = 100,
          log_p_min: float = -250.0, initial_step: float = 0.5, max_levels: int = 10_000,
@@ -85,7 +98,7 @@ def amls(sample: Callable[[int, torch.Generator | None], Tensor], log_density: C
     if mh_steps < 1 or not initial_step > 0:
         raise ValueError("mh_steps must be >= 1 and initial_step > 0")
     x = sample(n, generator)
-    s = score(x)
+    s = _checked_score(score, x)
     eps = torch.full((n,), float(initial_step), dtype=x.dtype)
     result = AMLSResult(0.0, x[:0])
     log_i, rank = 0.0, int(math.floor(rho * n))
@@ -128,7 +141,7 @@ def amls(sample: Callable[[int, torch.Generator | None], Tensor], log_density: C
             passes = log_u < proposal_log_p - log_p
             proposal_s = torch.full_like(s, -math.inf)
             if passes.any():
-                proposal_s[passes] = score(proposal[passes]).to(s.dtype)
+                proposal_s[passes] = _checked_score(score, proposal[passes]).to(s.dtype)
             accept = passes & (proposal_s >= level)
             x = torch.where(accept[:, None], proposal, x)
             s = torch.where(accept, proposal_s, s)

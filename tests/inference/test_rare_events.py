@@ -64,3 +64,11 @@ def test_a_score_with_a_plateau_below_zero_ends_with_zero_instead_of_stalling():
     result = amls(sample, log_density, lambda x: x[:, 0].clamp(max=0.5) - 1.0, n=200, mh_steps=5,
                   generator=torch.Generator().manual_seed(0), max_levels=50)
     assert result.terminated and result.log_probability == -math.inf and len(result.levels) < 50
+
+
+def test_a_score_returning_nan_or_the_wrong_shape_is_one_clear_error():
+    sample, log_density = gaussian_model(3)
+    with pytest.raises(ValueError, match="returned NaN"):
+        amls(sample, log_density, lambda x: torch.where(x[:, 0] > 1, float("nan"), x[:, 0] - 5.0), n=100)
+    with pytest.raises(ValueError, match="must map points"):
+        amls(sample, log_density, lambda x: x - 5.0, n=100)
