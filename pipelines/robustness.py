@@ -185,7 +185,6 @@ def estimate(args) -> dict:
                  "log10_probability_mean": float(np.mean(finite)) if len(finite) == len(runs) else
                  (-math.inf if not finite else None),
                  "log10_probability_std": float(np.std(finite)) if len(finite) == len(runs) > 1 else None},
-        "seconds": round(time.time() - started, 1), "rollouts": rollouts.rollouts,
     }
     if args.naive:
         g = torch.Generator().manual_seed(args.seed + 10_000)

@@ -47,13 +47,18 @@ class Gaussian:
     h: Tensor
     precision: Tensor
 
+    def moments(self) -> tuple[Tensor, Tensor]:
+        """(mean, covariance) from one Cholesky factorisation of the precision."""
+        chol = torch.linalg.cholesky(self.precision)
+        return torch.cholesky_solve(self.h[:, None], chol)[:, 0], torch.cholesky_inverse(chol)
+
     @property
     def cov(self) -> Tensor:
-        return torch.cholesky_inverse(torch.linalg.cholesky(self.precision))
+        return self.moments()[1]
 
     @property
     def mean(self) -> Tensor:
-        return torch.cholesky_solve(self.h[:, None], torch.linalg.cholesky(self.precision))[:, 0]
+        return self.moments()[0]
 
     def numbers(self) -> int:
         return self.h.numel() + self.precision.numel()
@@ -105,8 +110,8 @@ def _prior(dim: int, prior_var: float) -> Gaussian:
 def _site_update(likelihood, x, y, cavity: Gaussian, power: float, min_site_precision: float):
     """proj[cavity * lik^power] / cavity as a rank-one site (tau, nu) in the direction x, for a batch of sites
     sharing one cavity (rows of x). Returns (tau, nu, ok)."""
-    cov = cavity.cov
-    m = x @ cavity.mean
+    mean_cav, cov = cavity.moments()
+    m = x @ mean_cav
     v = ((x @ cov) * x).sum(-1)
     mean, var = tilted_moments(likelihood, y, m, v, power)
     ok = (v > 0) & (var > 0) & (var < v) & torch.isfinite(mean) & torch.isfinite(var)
@@ -125,7 +130,7 @@ class EPResult:
 
 
 def _record(history, q: Gaussian) -> None:
-    history.append((q.mean.clone(), q.cov.clone()))
+    history.append(q.moments())
 
 
 def ep(X, y, likelihood: str = "probit", prior_var: float = 1.0, passes: int = 10, damping: float = 0.0,
@@ -245,8 +250,9 @@ def dsep(X, y, partitions: Tensor, likelihood: str = "probit", prior_var: float 
 def predictive_log_likelihood(q: Gaussian, X, y, likelihood: str = "probit") -> tuple[float, float]:
     """Mean test log-likelihood log E_q[p(y | x^T theta)] and error rate of its mean prediction."""
     X, y = _check(X, y, likelihood, 1.0)
-    m = X @ q.mean
-    v = ((X @ q.cov) * X).sum(-1)
+    mean, cov = q.moments()
+    m = X @ mean
+    v = ((X @ cov) * X).sum(-1)
     if likelihood == "probit":
         log_p = torch.special.log_ndtr(y * m / torch.sqrt(1 + v))
     else:

@@ -29,7 +29,8 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from .hmc import HMCState, Kernel, LogDensity, as_column, check_step_size, value_and_grad
+# NUTS shares HMC's state (position, log density, its gradient), so ``init`` is HMC's
+from .hmc import HMCState, Kernel, LogDensity, as_column, check_step_size, init, value_and_grad
 from .kinetic import GaussianKinetic
 
 
@@ -134,13 +135,6 @@ def _merge(left: _Tree, right: _Tree, old: _Tree, new: _Tree, take: Tensor, log_
                  _where(take, new.x, old.x), _where(take, new.p, old.p), _where(take, new.g, old.g),
                  torch.where(take, new.lp, old.lp), log_weight, p_sum, turning, left.diverging | right.diverging,
                  left.accept_sum + right.accept_sum, left.leaves + right.leaves)
-
-
-def init(position: Tensor, logdensity: LogDensity) -> HMCState:
-    """NUTS shares HMC's state (position, log density, its gradient)."""
-    from .hmc import init as hmc_init
-
-    return hmc_init(position, logdensity)
 
 
 def build(logdensity: LogDensity, step_size, kinetic=None, max_depth: int = 10,
