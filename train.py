@@ -84,6 +84,7 @@ def main(argv=None) -> int:
     from agents.protocol import RunInterrupted, TrainingDiverged
     from agents.runlock import RunDirectoryBusy
     from agents.vector import EnvWorkerError
+    from cluster import ClusterError
 
     try:
         run, agent_config, resume_from = build(args)
@@ -93,7 +94,8 @@ def main(argv=None) -> int:
         if resume_from is not None:
             print(f"resuming {run.logdir} at step {trainer.env_steps} from {resume_from.name}", file=sys.stderr)
         result = trainer.train()
-    except (EnvError, ConfigError, CheckpointError, TrainingDiverged, EnvWorkerError, RunDirectoryBusy) as e:
+    except (EnvError, ConfigError, ClusterError, CheckpointError, TrainingDiverged, EnvWorkerError,
+            RunDirectoryBusy) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # an unwritable or invalid --logdir, a full disk

@@ -18,7 +18,7 @@ SMALL = {"hidden": "16,16", "batch_size": "4"}
 def local_ray():
     import ray
 
-    from agents.actors import connect_ray
+    from cluster import connect_ray
 
     connect_ray(None, 2)
     yield

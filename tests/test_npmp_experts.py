@@ -8,7 +8,7 @@ import pytest
 from agents.config import ConfigError
 from envs import EnvError
 from envs.mocap.tracking import MAX_COMIC_REWARD
-from agents import fanout
+from cluster import ClusterError, fanout
 from pipelines.npmp import experts
 
 SNIPPETS = ["09_02-0", "16_45-0"]   # two of the shortest snippets (36 and 38 frames)
@@ -24,7 +24,7 @@ def checkpoints(run_dir):
 def local_ray():
     import ray
 
-    from agents.actors import connect_ray
+    from cluster import connect_ray
 
     connect_ray(None, 2)
     yield
@@ -138,5 +138,5 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
         experts.check_snippets(["07_01-0", "nope"])
     with pytest.raises(EnvError, match="more than once"):
         experts.train_experts(["07_01-0", "09_01-0", "07_01-0"], tmp_path, 100)
-    with pytest.raises(ConfigError, match="num_cpus"):
+    with pytest.raises(ClusterError, match="num_cpus"):
         experts.train_experts(["07_01-0"], tmp_path, 100, address="auto", num_cpus=2)

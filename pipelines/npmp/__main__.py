@@ -174,7 +174,7 @@ def _run_parts(args, run, jobs: list, parts: Path, verb: str) -> None:
     """Run the jobs whose part file is not there yet (the shortest snippets first: a stopped run has the most
     snippets), fanned out on Ray or ``--processes``; finished parts are kept whatever happens."""
     from agents.config import ConfigError
-    from agents.fanout import FanOutError, fan_out
+    from cluster.fanout import FanOutError, fan_out
     from envs.mocap.tracking import snippet_frames
     from pipelines.npmp import data
 
@@ -321,7 +321,7 @@ def evaluate(args) -> dict:
 def main(argv=None) -> int:
     from agents.config import ConfigError
     from envs import EnvError
-    from agents.fanout import FanOutError
+    from cluster.fanout import FanOutError
     from agents.runlock import RunDirectoryBusy
 
     args = parse_args(argv)

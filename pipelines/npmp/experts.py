@@ -10,7 +10,7 @@ in the clip as the task observation, random start along the snippet, early termi
 The seed leaves the expert learner's settings open; we use the repo's svg0 defaults (agents/svg0.py, any of them
 changeable with ``overrides`` / ``--set``) with ``update_every=4`` (``EXPERT_OVERRIDES``) and evaluations and checkpoints every 4 000 env steps.
 
-- experts, reports and data collection fan out over snippets with ``agents.fanout.on_ray``.
+- experts, reports and data collection fan out over snippets with ``cluster.fanout.on_ray``.
 - ``train_experts(snippets, root, steps, ...)``: resumable. A new snippet starts a run; an existing run directory
   continues from its newest checkpoint exactly as ``train.py --resume DIR --steps N`` does (``agents.loop.build_run`` +
   ``agents.loop.Trainer``); a run already at ``steps`` or beyond is skipped; a directory whose first checkpoint was
@@ -46,8 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.actors import one_line
-from agents.fanout import FanOutError, on_ray
+from cluster import one_line
+from cluster.fanout import FanOutError, on_ray
 from envs.mocap.tracking import RESIDUAL_FAMILY, TIMED_FAMILY
 
 # the expert's task: tracking by a correction to a feed-forward reference controller (default; docs/npmp.md), or

@@ -10,7 +10,7 @@ import multiprocessing as mp
 import sys
 import time
 
-from agents.actors import connect_ray, one_line
+from cluster.connection import connect_ray, one_line
 
 
 class FanOutError(RuntimeError):
@@ -82,8 +82,6 @@ def on_processes(fn, items, workers: int, label=str, quiet: bool = False) -> lis
     """``on_ray``'s contract on ``workers`` fresh local processes (spawned, one item each, so no state leaks between
     items): results in item order, a line per finished item, ``FanOutError`` naming the items that raised. ``fn``
     must pickle by reference (a module-level function, or ``functools.partial`` of one): no lambdas."""
-    from agents.actors import one_line
-
     items = list(items)
     if not items:
         return []
