@@ -29,7 +29,8 @@ from torch import Tensor
 
 from inference.ep.expfam import FullGaussian
 
-__all__ = ["GaussianShard", "SampledShard", "SNEPState", "init", "snep_round", "sms_round", "posterior"]
+__all__ = ["GaussianShard", "SampledShard", "SNEPState", "init", "snep_round", "sms_round", "posterior",
+           "natural_gradient_step"]
 
 Pair = tuple[Tensor, Tensor]
 
@@ -63,7 +64,8 @@ class GaussianShard:
 @dataclass
 class SampledShard:
     """A shard with any log-likelihood ``log_lik(x [C, d]) -> [C]``: tilted moments from ``samples`` MCMC draws
-    (HMC steps of ``inference.mcmc.hmc`` continuing from the shard's last state, ``chains`` of them)."""
+    (HMC steps of ``inference.mcmc.hmc`` continuing from the shard's last state, ``chains`` of them) of the
+    tilted distribution (20) in ``family`` (``FullGaussian`` or ``DiagGaussian``)."""
     log_lik: Callable[[Tensor], Tensor]
     dim: int
     samples: int = 1
@@ -71,16 +73,17 @@ class SampledShard:
     step_size: float = 0.05
     leapfrog: int = 5
     state: Optional[Tensor] = None
+    family: type = FullGaussian
 
     def tilted_mean(self, tilted_natural: Pair, beta: float, generator=None) -> Pair:
         from inference.mcmc import hmc
 
-        h, neg_prec = tilted_natural
+        family = self.family
 
         def log_p(x):
-            return x @ h + 0.5 * ((x @ neg_prec) * x).sum(-1) + self.log_lik(x) / beta
+            return family.inner(tilted_natural, family.sufficient(x)) + self.log_lik(x) / beta
         if self.state is None:
-            mean, _ = FullGaussian.moments_from_natural(tilted_natural)
+            mean, _ = family.moments_from_natural(tilted_natural)
             self.state = mean.expand(self.chains, self.dim).clone()
         st = hmc.init(self.state, log_p)
         draws = []
@@ -88,8 +91,8 @@ class SampledShard:
             st, _ = hmc.step(st, generator, log_p, self.step_size, self.leapfrog)
             draws.append(st.position)
         self.state = st.position
-        x = torch.cat(draws)
-        return x.mean(0), 0.5 * (x.T @ x) / x.shape[0]
+        stats = family.sufficient(torch.cat(draws))
+        return stats[0].mean(0), stats[1].mean(0)
 
 
 @dataclass
@@ -149,18 +152,26 @@ def snep_round(state: SNEPState, shards: Sequence, lr: float, outer_every: int =
             stats = shard.tilted_mean(tilted, beta, generator)
         except ValueError:            # the tilted distribution is not normalisable: skip this worker's step
             continue
-        mu_post = FullGaussian.mean_from_natural(state.theta_post)
-        direction = _add(stats, mu_post, -1.0)
-        for halving in range(12):     # a step that leaves the mean domain is damped (halved), as the seed advises
-            gamma = _add(state.gammas[i], direction, lr / 2 ** halving)
-            try:
-                new_site = FullGaussian.natural_from_mean(gamma)
-            except ValueError:
-                continue
-            state.gammas[i] = gamma
-            _push(state, i, new_site)
-            break
+        step = natural_gradient_step(FullGaussian, state.gammas[i], stats, state.theta_post, lr)
+        if step is not None:
+            state.gammas[i] = step[0]
+            _push(state, i, step[1])
     return state
+
+
+def natural_gradient_step(family, gamma: Pair, tilted_stats: Pair, theta_post: Pair, lr: float,
+                          halvings: int = 12) -> Optional[tuple[Pair, Pair]]:
+    """SNEP's inner update (22) for one site: gamma + lr (E_tilted[s] - grad A(theta_post)) and its site
+    lambda = grad A*(gamma). A step that leaves the mean domain is halved (the seed's damping), up to ``halvings``
+    times; None if every one does."""
+    direction = _add(tilted_stats, family.mean_from_natural(theta_post), -1.0)
+    for halving in range(halvings):
+        new_gamma = _add(gamma, direction, lr / 2 ** halving)
+        try:
+            return new_gamma, family.natural_from_mean(new_gamma)
+        except ValueError:
+            continue
+    return None
 
 
 def sms_round(state: SNEPState, shards: Sequence, lr: float,
