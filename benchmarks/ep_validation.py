@@ -51,12 +51,11 @@ def probit_data(n: int, dim: int, mixture: bool, seed: int):
     return X, y, component
 
 
-def reference_posterior(X, y, chains: int = 64, draws: int = 500):
-    def log_prob(th):
-        return torch.special.log_ndtr(y * (th @ X.T)).sum(-1) - 0.5 * (th * th).sum(-1)
+def reference_posterior(log_prob, dim: int, chains: int = 64, draws: int = 500):
+    """(mean, covariance) of ``log_prob``'s draws by our NUTS after window adaptation (also used by snep.py)."""
     g = torch.Generator().manual_seed(0)
-    warm = adaptation.window_adaptation(log_prob, 0.01 * torch.randn(chains, X.shape[1], dtype=torch.float64,
-                                                                     generator=g), g, 400, algorithm=nuts)
+    warm = adaptation.window_adaptation(log_prob, 0.01 * torch.randn(chains, dim, dtype=torch.float64, generator=g),
+                                        g, 400, algorithm=nuts)
     kernel = nuts.build(log_prob, warm.step_size, kinetic=kinetic.GaussianKinetic(warm.inverse_mass))
     state, xs = warm.state, []
     for _ in range(draws):
@@ -76,7 +75,9 @@ def gaussian_kl(m0, S0, m1, S1) -> float:
 
 def probit_case(mixture: bool, n: int, passes: int) -> dict:
     X, y, component = probit_data(n, 4, mixture, seed=1 if mixture else 0)
-    ref_mean, ref_cov = reference_posterior(X, y)
+    def log_prob(th):
+        return torch.special.log_ndtr(y * (th @ X.T)).sum(-1) - 0.5 * (th * th).sum(-1)
+    ref_mean, ref_cov = reference_posterior(log_prob, X.shape[1])
     g = torch.Generator().manual_seed(3)
     runs = {"ep": glm.ep(X, y, passes=passes, generator=g), "sep": glm.sep(X, y, passes=passes, generator=g),
             "aep": glm.sep(X, y, passes=4 * passes, minibatch=n, generator=g),

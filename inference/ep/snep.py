@@ -21,6 +21,7 @@ lambda_i^new - lambda_i^old (Alg 8 line 21), ``SNEPState.check_invariant`` verif
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
@@ -65,7 +66,12 @@ class GaussianShard:
 class SampledShard:
     """A shard with any log-likelihood ``log_lik(x [C, d]) -> [C]``: tilted moments from ``samples`` MCMC draws
     (HMC steps of ``inference.mcmc.hmc`` continuing from the shard's last state, ``chains`` of them) of the
-    tilted distribution (20) in ``family`` (``FullGaussian`` or ``DiagGaussian``)."""
+    tilted distribution (20) in ``family`` (``FullGaussian`` or ``DiagGaussian``). ``precondition``: HMC runs in
+    coordinates whitened by the tilted distribution's Gaussian part (the cavity, theta'_i - lambda_i / beta_i) when
+    that part is a proper Gaussian, so ``step_size`` is relative to the cavity's scale (not in the seed, which uses
+    adaptive SGLD on networks; a fixed step cannot follow a posterior that narrows as the sites learn).
+    ``target_acceptance``: after every draw the step size moves by exp(0.05 (acceptance - target)), a Robbins-Monro
+    adaptation that follows the tilted distribution as it changes (None keeps ``step_size`` fixed)."""
     log_lik: Callable[[Tensor], Tensor]
     dim: int
     samples: int = 1
@@ -74,6 +80,8 @@ class SampledShard:
     leapfrog: int = 5
     state: Optional[Tensor] = None
     family: type = FullGaussian
+    precondition: bool = False
+    target_acceptance: Optional[float] = None
 
     def tilted_mean(self, tilted_natural: Pair, beta: float, generator=None) -> Pair:
         from inference.mcmc import hmc
@@ -85,14 +93,32 @@ class SampledShard:
         if self.state is None:
             mean, _ = family.moments_from_natural(tilted_natural)
             self.state = mean.expand(self.chains, self.dim).clone()
-        st = hmc.init(self.state, log_p)
+        shift, scale = self._whitening(tilted_natural)
+        to_x = (lambda u: shift + u * scale) if scale.ndim == 1 else (lambda u: shift + u @ scale.T)
+        start = (self.state - shift) / scale if scale.ndim == 1 else \
+            torch.linalg.solve_triangular(scale, (self.state - shift).T, upper=False).T
+        st = hmc.init(start, lambda u: log_p(to_x(u)))
         draws = []
         for _ in range(self.samples):
-            st, _ = hmc.step(st, generator, log_p, self.step_size, self.leapfrog)
-            draws.append(st.position)
-        self.state = st.position
+            st, info = hmc.step(st, generator, lambda u: log_p(to_x(u)), self.step_size, self.leapfrog)
+            draws.append(to_x(st.position))
+            if self.target_acceptance is not None:
+                self.step_size *= math.exp(0.05 * (float(info.acceptance_rate.mean()) - self.target_acceptance))
+        self.state = draws[-1]
         stats = family.sufficient(torch.cat(draws))
         return stats[0].mean(0), stats[1].mean(0)
+
+    def _whitening(self, tilted_natural: Pair) -> Pair:
+        """(shift, scale): x = shift + scale u, scale a vector (diagonal) or a lower-triangular matrix."""
+        identity = (torch.zeros(self.dim, dtype=tilted_natural[0].dtype), torch.ones(self.dim,
+                                                                                     dtype=tilted_natural[0].dtype))
+        if not self.precondition:
+            return identity
+        try:
+            mean, cov = self.family.moments_from_natural(tilted_natural)
+        except ValueError:           # the cavity is not a proper Gaussian: no whitening
+            return identity
+        return (mean, cov.sqrt()) if cov.ndim == 1 else (mean, torch.linalg.cholesky(cov))
 
 
 @dataclass
