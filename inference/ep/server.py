@@ -62,6 +62,7 @@ class SNEPSettings:
     power: float | str = "parallel"  # beta_i: a number, or "parallel" for p-SNEP's 1 / N_workers
     family: str = "full"             # "full" or "diag"
     checkpoint_every: int = 1        # pushes between server checkpoints
+    min_site_variance: Optional[float] = None   # diag family: each site's variance floor (the seed's 0.01 for nets)
 
     def validate(self, workers: int) -> None:
         if not self.lr > 0:
@@ -73,6 +74,8 @@ class SNEPSettings:
             raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
         if workers < 1:
             raise ValueError("need at least one worker (one data shard each)")
+        if self.min_site_variance is not None and (self.family != "diag" or not self.min_site_variance > 0):
+            raise ValueError("min_site_variance must be positive and needs the diag family")
         if not self.beta(workers) > 0:
             raise ValueError(f"power (beta) must be positive or 'parallel', got {self.power}")
 
@@ -277,6 +280,12 @@ class SNEPWorker:
                     self.rejected += 1
                 else:
                     self.gamma, self.site = update
+                    if s.min_site_variance is not None:     # precision -theta_2 at most 1 / floor
+                        floor = -1.0 / s.min_site_variance
+                        if bool((self.site[1] < floor).any()):     # the site's mean is kept
+                            clamped = self.site[1].clamp(min=floor)
+                            self.site = (self.site[0] * clamped / self.site[1], clamped)
+                            self.gamma = self.family.mean_from_natural(self.site)
             self.step += 1
             if self.step % s.n_outer == 0:
                 self.theta_prime = _add(self.theta_rest, self.site)

@@ -28,9 +28,9 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import Tensor
 
-from inference.ep.expfam import FullGaussian
+from inference.ep.expfam import DiagGaussian, FullGaussian
 
-__all__ = ["GaussianShard", "SampledShard", "SNEPState", "init", "snep_round", "sms_round", "posterior",
+__all__ = ["GaussianShard", "SampledShard", "MinibatchShard", "SNEPState", "init", "snep_round", "sms_round", "posterior",
            "natural_gradient_step"]
 
 Pair = tuple[Tensor, Tensor]
@@ -119,6 +119,54 @@ class SampledShard:
         except ValueError:           # the cavity is not a proper Gaussian: no whitening
             return identity
         return (mean, cov.sqrt()) if cov.ndim == 1 else (mean, torch.linalg.cholesky(cov))
+
+
+@dataclass
+class MinibatchShard:
+    """A shard of ``size`` data points for a model with a flat parameter vector x (a network's weights), in the
+    diagonal Gaussian family. Its MCMC kernel is the seed's adaptive SGLD (seed 003 App. B.1, eq 27): one step per
+    call on the minibatch gradient of the tilted log density (20),
+
+        g = grad_x [ (theta'_i - lambda_i / beta_i)^T s(x) + (size / |B|) log p(y_B | x) / beta_i ],
+        v <- r v + (1 - r) g^2,  M = v / (1 - r^t),  kappa = eps / (sqrt(M) + delta),
+        x <- x + kappa g + eta,  eta ~ N(0, 2 kappa), its std capped at eps,
+
+    read as RMSprop-preconditioned SGLD with an element-wise step (the seed's "M^-1 kappa" could be read as
+    preconditioning twice; its "1 - beta^2" debias is taken to be Adam's 1 - r^t). The tilted moments are the single
+    state's sufficient statistics (eq 22's "single MCMC state" estimate). ``log_lik(x, rows) -> scalar`` sums the
+    log-likelihood of data ``rows``; ``state`` starts the chain (e.g. a Xavier initialisation)."""
+    log_lik: Callable[[Tensor, Tensor], Tensor]
+    size: int
+    state: Tensor
+    batch: int = 100
+    step_size: float = 1e-3       # eps
+    decay: float = 0.999          # r
+    delta: float = 1e-8
+    family: type = DiagGaussian
+    _v: Optional[Tensor] = None
+    _t: int = 0
+
+    def __post_init__(self):
+        if self.size < 1:
+            raise ValueError("a shard needs at least one data point (a shard with no data cannot hold a site)")
+        if not (self.step_size > 0 and 0 < self.decay < 1 and self.batch >= 1):
+            raise ValueError("step_size must be positive, decay in (0, 1) and batch >= 1")
+
+    def tilted_mean(self, tilted_natural: Pair, beta: float, generator=None) -> Pair:
+        rows = torch.randint(self.size, (min(self.batch, self.size),), generator=generator)
+        x = self.state.detach().reshape(-1).clone().requires_grad_(True)
+        log_p = self.family.inner(tilted_natural, self.family.sufficient(x)) \
+            + (self.size / len(rows)) * self.log_lik(x, rows) / beta
+        if not bool(torch.isfinite(log_p)):
+            raise FloatingPointError("the minibatch tilted log density is not finite; lower step_size")
+        (g,) = torch.autograd.grad(log_p, x)
+        self._t += 1
+        self._v = (1 - self.decay) * g * g if self._v is None else self.decay * self._v + (1 - self.decay) * g * g
+        kappa = self.step_size / ((self._v / (1 - self.decay ** self._t)).sqrt() + self.delta)
+        noise = torch.randn(x.shape, generator=generator, dtype=x.dtype) * (2 * kappa).sqrt().clamp(max=self.step_size)
+        new = (x + kappa * g + noise).detach()
+        self.state = new
+        return self.family.sufficient(new)
 
 
 @dataclass
