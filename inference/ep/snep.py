@@ -108,6 +108,16 @@ class SampledShard:
         stats = family.sufficient(torch.cat(draws))
         return stats[0].mean(0), stats[1].mean(0)
 
+    def warm_up(self, tilted_natural: Pair, beta: float, draws: int = 100, generator=None) -> None:
+        """``draws`` draws whose statistics are discarded: the chain leaves its start and, with
+        ``target_acceptance``, the step size adapts before any site update reads a draw. Without it, a chain whose
+        first steps are all rejected feeds its start point to SNEP's single-state estimate, and q collapses there."""
+        samples, self.samples = self.samples, draws
+        try:
+            self.tilted_mean(tilted_natural, beta, generator)
+        finally:
+            self.samples = samples
+
     def _whitening(self, tilted_natural: Pair) -> Pair:
         """(shift, scale): x = shift + scale u, scale a vector (diagonal) or a lower-triangular matrix."""
         identity = (torch.zeros(self.dim, dtype=tilted_natural[0].dtype), torch.ones(self.dim,
