@@ -248,6 +248,8 @@ def main() -> None:
             cases[name] = mlp_case(args.workers, args.mlp_steps)
         cases[name]["seconds"] = round(time.time() - start, 1)
         print(name, {True: "holds", False: "does not hold", None: "see the traces"}[cases[name]["holds"]], flush=True)
+        latest = json.loads(args.output.read_text()) if args.output.is_file() else {}
+        cases = {**latest.get("cases", {}), name: cases[name]}      # another invocation may have added cases
         write_json(args.output, {"command": "python benchmarks/snep.py", "cases": cases,
                                  "missing": [c for c in CASES if c not in cases]})
 
