@@ -14,6 +14,7 @@ flagged divergent and rejected.
 """
 from __future__ import annotations
 
+import os
 from typing import Callable, NamedTuple, Optional
 
 import torch
@@ -60,6 +61,27 @@ def check_position(position: Tensor) -> None:
         raise ValueError("position contains NaN or inf; start the chains at finite points")
 
 
+# a trajectory keeps about this many [chains, d] tensors alive (position, momentum, gradients, proposals, NUTS's
+# tree ends and multinomial candidates); the log density's own intermediates come on top
+_STATE_COPIES = 16
+
+
+def check_fits(position: Tensor) -> None:
+    """One clear error, before any draw, when the chains' own state cannot fit in the device's free memory."""
+    need = _STATE_COPIES * position.numel() * position.element_size()
+    if position.device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(position.device)
+    else:
+        try:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):     # no sysconf (not POSIX): skip the check
+            return
+    if need > free:
+        raise ValueError(f"{position.shape[0]} chains of dimension {position.shape[1]} need about "
+                         f"{need / 2 ** 30:.1f} GiB for the sampler's state, more than the {free / 2 ** 30:.1f} GiB "
+                         f"free on {position.device}; run fewer chains at once (e.g. in groups)")
+
+
 def as_column(value, position: Tensor, name: str) -> Tensor:
     """A scalar or per-chain [chains] hyperparameter as a [chains, 1] (or scalar) tensor on the position's device."""
     t = torch.as_tensor(value, dtype=position.dtype, device=position.device)
@@ -74,7 +96,13 @@ def as_column(value, position: Tensor, name: str) -> Tensor:
 
 def init(position: Tensor, logdensity: LogDensity) -> HMCState:
     check_position(position)
-    lp, g = value_and_grad(logdensity, position)
+    check_fits(position)
+    try:
+        lp, g = value_and_grad(logdensity, position)
+    except torch.OutOfMemoryError:
+        raise ValueError(f"{position.shape[0]} chains do not fit in {position.device} memory when the log density "
+                         "is evaluated; run fewer chains at once (e.g. in groups) or use a device with more "
+                         "memory") from None
     if not bool(torch.isfinite(lp).all()):
         raise ValueError("log density is not finite at the initial position")
     return HMCState(position.detach(), lp, g)

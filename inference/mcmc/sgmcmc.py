@@ -30,7 +30,7 @@ from typing import Callable, NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from .hmc import check_position
+from .hmc import Kernel, check_fits, check_position
 from .kinetic import GaussianKinetic, RelativisticKinetic
 
 GradFn = Callable[[Tensor, Optional[torch.Generator]], Tensor]
@@ -60,6 +60,7 @@ def init(position: Tensor, generator: Optional[torch.Generator] = None, kinetic=
          friction: float = 1.0) -> SGState:
     """Momentum drawn from the kinetic energy's Gibbs distribution; thermostat at the friction value D."""
     check_position(position)
+    check_fits(position)
     kinetic = GaussianKinetic() if kinetic is None else kinetic
     p = kinetic.sample(position, generator)
     return SGState(position.detach(), p, torch.full(position.shape[:1], float(friction), dtype=position.dtype,
@@ -120,3 +121,28 @@ def rsgnht_step(state, generator, grad_fn, step_size, friction: float = 1.0, mas
     """Relativistic SG Nosé-Hoover thermostat (seed 000 Ch. 3; discretisation derived in the module docstring)."""
     return sghmc_step(state, generator, grad_fn, step_size, friction, RelativisticKinetic(mass, c), True,
                       temperature)
+
+
+METHODS = ("sgld", "sghmc", "sgnht", "rsghmc", "rsgd", "rsgnht")
+
+
+def build(grad_fn: GradFn, step_size: float, method: str = "sghmc", friction: float = 1.0, temperature: float = 1.0,
+          mass=1.0, c=1.0) -> Kernel:
+    """An SG-MCMC kernel with its settings bound: ``state = kernel.init(position, generator)``, then
+    ``state, info = kernel.step(state, generator)``. ``mass`` and ``c`` are the relativistic kinetic energy's (the
+    r* methods); bad settings fail here, before any draw."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    _check_hparams(step_size, friction, temperature)
+    relativistic = method.startswith("r")
+    kinetic = RelativisticKinetic(mass, c) if relativistic else GaussianKinetic()
+    if method == "sgld":
+        def kernel_step(state, generator=None):
+            return sgld_step(state, generator, grad_fn, step_size, temperature)
+    else:
+        thermostat = method.endswith("nht")
+        temp = 0.0 if method == "rsgd" else temperature
+
+        def kernel_step(state, generator=None):
+            return sghmc_step(state, generator, grad_fn, step_size, friction, kinetic, thermostat, temp)
+    return Kernel(lambda position, generator=None: init(position, generator, kinetic, friction), kernel_step)

@@ -92,3 +92,18 @@ def step(state: PTState, generator: Optional[torch.Generator], logdensity, step_
                   torch.stack(swaps, 1) if swaps else empty.bool(), torch.stack(probs, 1) if probs else empty,
                   info.is_divergent.reshape(r, n), info.num_grad_evals)
     return PTState(x, lp, g, beta), info
+
+
+def build(logdensity, temperatures: Tensor, step_size, num_steps: int = 10, kinetic=None) -> hmc.Kernel:
+    """Parallel tempering with its settings bound: ``state = kernel.init(position [replicas, N, d])``, then
+    ``state, info = kernel.step(state, generator)``; bad settings fail here, before any draw."""
+    if int(num_steps) != num_steps or num_steps < 1:
+        raise ValueError(f"num_steps must be a positive integer, got {num_steps}")
+    hmc.check_step_size(step_size)
+    temperatures = torch.as_tensor(temperatures)
+    if temperatures.ndim != 1 or not bool((temperatures > 0).all()):
+        raise ValueError("temperatures must be a 1-d tensor of positive values (e.g. tempering.ladder(8))")
+
+    def kernel_step(state: PTState, generator: Optional[torch.Generator] = None):
+        return step(state, generator, logdensity, step_size, int(num_steps), kinetic)
+    return hmc.Kernel(lambda position: init(position, logdensity, temperatures), kernel_step)

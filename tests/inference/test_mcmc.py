@@ -291,3 +291,59 @@ def test_step_size_adaptation_with_the_relativistic_kinetic():
     assert res.inverse_mass is None and 0.6 < res.acceptance < 0.95
     with pytest.raises(ValueError, match="adapt_mass"):
         adaptation.window_adaptation(corr_gauss, torch.zeros(2, 2), gen(), 10, kinetic=kin)
+
+
+def test_build_for_sgmcmc_and_tempering_gives_the_same_draws_as_the_step_functions():
+    from inference.mcmc import sgmcmc, tempering
+
+    def grad_fn(x, generator):
+        return -x
+    x0 = torch.randn(4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    for method in sgmcmc.METHODS:
+        kernel = sgmcmc.build(grad_fn, 0.05, method=method, friction=1.0, mass=1.0, c=1.0)
+        step = {"sgld": lambda s, g: sgmcmc.sgld_step(s, g, grad_fn, 0.05),
+                "sghmc": lambda s, g: sgmcmc.sghmc_step(s, g, grad_fn, 0.05, 1.0),
+                "sgnht": lambda s, g: sgmcmc.sgnht_step(s, g, grad_fn, 0.05, 1.0),
+                "rsghmc": lambda s, g: sgmcmc.rsghmc_step(s, g, grad_fn, 0.05, 1.0),
+                "rsgd": lambda s, g: sgmcmc.rsgd_step(s, g, grad_fn, 0.05, 1.0),
+                "rsgnht": lambda s, g: sgmcmc.rsgnht_step(s, g, grad_fn, 0.05, 1.0)}[method]
+        kinetic = sgmcmc.RelativisticKinetic(1.0, 1.0) if method.startswith("r") else None
+        a = kernel.init(x0, torch.Generator().manual_seed(1))
+        b = sgmcmc.init(x0, torch.Generator().manual_seed(1), kinetic)
+        ga, gb = torch.Generator().manual_seed(2), torch.Generator().manual_seed(2)
+        for _ in range(5):
+            a, _ = kernel.step(a, ga)
+            b, _ = step(b, gb)
+        assert torch.equal(a.position, b.position), method
+    with pytest.raises(ValueError, match="method"):
+        sgmcmc.build(grad_fn, 0.1, method="sgd")
+    with pytest.raises(ValueError, match="step_size"):
+        sgmcmc.build(grad_fn, -0.1)
+
+    def log_p(x):
+        return -0.5 * (x * x).sum(-1)
+    temps = tempering.ladder(3)
+    kernel = tempering.build(log_p, temps, 0.3, 5)
+    xs = torch.randn(2, 3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    a, b = kernel.init(xs), tempering.init(xs, log_p, temps)
+    ga, gb = torch.Generator().manual_seed(4), torch.Generator().manual_seed(4)
+    for _ in range(3):
+        a, _ = kernel.step(a, ga)
+        b, _ = tempering.step(b, gb, log_p, 0.3, 5)
+    assert torch.equal(a.position, b.position)
+    with pytest.raises(ValueError, match="temperatures"):
+        tempering.build(log_p, torch.tensor([1.0, -2.0]), 0.3)
+
+
+def test_chains_that_do_not_fit_the_device_are_one_clear_error(monkeypatch):
+    from inference.mcmc import hmc
+
+    x = torch.zeros(1000, 10, dtype=torch.float64)
+
+    def oom(position):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 40.00 GiB")
+    with pytest.raises(ValueError, match="1000 chains do not fit in cpu memory.*fewer chains"):
+        hmc.init(x, oom)
+    monkeypatch.setattr(hmc.os, "sysconf", lambda name: 1)        # one free byte
+    with pytest.raises(ValueError, match="1000 chains of dimension 10 need about .* fewer chains"):
+        hmc.build(lambda p: -(p * p).sum(-1), 0.1).init(x)
