@@ -1,19 +1,24 @@
 """Throughput of the batched HMC / relativistic HMC kernels against NumPyro and Pyro, in one process run.
 
-    nice -n 15 python benchmarks/mcmc_speed.py [--quick] [--device cpu|cuda]
+    nice -n 15 python benchmarks/mcmc_speed.py [--quick] [--targets ...] [--device cpu|cuda]
 
-Targets: a 100-d Gaussian with scales 0.5..1.5 and the breast-cancer logistic-regression posterior (d = 31).
-Every sampler uses the same fixed step size and number of leapfrog steps (no adaptation while timing), the same
-float64 precision, and starts from the same warm positions (exact draws for the Gaussian; the end of a short
-warm-up for logistic regression).  Reported per run: wall time of the sampling loop, gradient evaluations per
-second (chains x leapfrog steps x draws / time), and ESS/s = min over coordinates of the bulk ESS (all chains
-pooled, ArviZ-equivalent estimator) / time.  Peers:
+Targets of different character: a 100-d Gaussian with scales 0.5..1.5 (``gauss100``), an ill-conditioned 50-d
+Gaussian with scales 0.1..10 (``illcond_gauss50``, identity mass), Neal's 10-d funnel (``funnel10``), the
+breast-cancer logistic-regression posterior (d = 31, N = 569) and a synthetic logistic regression with N = 2 000,
+d = 20 (``logreg2000``). Every sampler uses the same fixed step size and number of leapfrog steps (no adaptation
+while timing), the same float64 precision, and starts from the same positions (exact draws for the Gaussians and the
+funnel; the end of a short warm-up for the regressions). Reported per run: wall time of the sampling loop, gradient
+evaluations per second (chains x leapfrog steps x draws / time), and ESS/s = min over coordinates of the bulk ESS
+(all chains pooled, ArviZ-equivalent estimator) / time. Ours: eager (``hmc.step``) and compiled
+(``hmc.build(compile=True)``: one ``torch.compile``d graph per transition), whose first, compiling step is timed
+separately (``first_step_seconds_incl_compile``). Peers:
 * NumPyro (JAX on CPU, one thread via XLA flags): its functional HMC kernel with ``potential_fn``, vmapped over
   chains and scanned over draws under one ``jax.jit``; compiled by a first call, the second call is timed.
-* Pyro: HMC with ``potential_fn``, one chain (Pyro's HMC kernel does not vectorise chains, so its ESS/s with N
-  chains run one after another equals its one-chain ESS/s).
-Ratios are ours / peer at the same number of chains (Pyro: its one-chain rate).
-Writes benchmarks/results/mcmc_speed.json.
+* Pyro (two targets): HMC with ``potential_fn``, one chain (Pyro's HMC kernel does not vectorise chains, so its ESS/s
+  with N chains run one after another equals its one-chain ESS/s).
+Ratios are ours / peer at the same number of chains (Pyro: its one-chain rate). ``summary[target][chains]`` holds,
+at 1 000 chains (10 000 with ``--device cuda``), ``ours`` (compiled) and ``numpyro`` with ``ess_per_s`` and compile
+seconds, and ``ratio_ess_per_s``. Writes benchmarks/results/mcmc_speed.json.
 """
 from __future__ import annotations
 
@@ -40,17 +45,32 @@ def gen(seed, device="cpu"):
     return torch.Generator(device=device).manual_seed(seed)
 
 
+TARGETS = ("gauss100", "breast_cancer", "illcond_gauss50", "funnel10", "logreg2000")
+EXACT = ("gauss100", "illcond_gauss50", "funnel10")          # exact draws start the chains
+
+
 def problem(name):
     if name == "gauss100":
         scales = torch.linspace(0.5, 1.5, 100, dtype=torch.float64)
         t = targets.gaussian(100, scales, name="gauss100")
         return t, {"step_size": 0.15, "num_steps": 10}, scales
+    if name == "illcond_gauss50":       # scales 0.1 .. 10: variances spanning 10^4, identity mass
+        scales = torch.logspace(-1, 1, 50, dtype=torch.float64)
+        return targets.gaussian(50, scales, name="illcond_gauss50"), {"step_size": 0.08, "num_steps": 10}, scales
+    if name == "funnel10":
+        t = targets.funnel(10)
+        t.name = name
+        return t, {"step_size": 0.1, "num_steps": 10}, None
+    if name == "logreg2000":
+        t = targets.logistic_regression_synthetic(num_data=2000, dim=20, seed=0)
+        t.name = name
+        return t, None, None
     t = targets.breast_cancer()
     return t, None, None
 
 
 def warm_start(t, cfg, chains, device):
-    if t.name == "gauss100":
+    if t.name in EXACT:
         return t.sample(chains, gen(1)).to(device), cfg
     # short warm-up on 8 chains to find a step size and a typical-set start; shared by all samplers
     res = adaptation.window_adaptation(t.log_prob, torch.zeros(8, t.dim, dtype=torch.float64), gen(2), 300,
@@ -64,21 +84,24 @@ def ess_min(draws):
     return diagnostics.ess_bulk(draws.cpu()).min().item()
 
 
-def ours(t, x0, cfg, draws, relativistic, device):
+def ours(t, x0, cfg, draws, relativistic, device, compile=False):
+    """(seconds of the timed sampling loop, draws, acceptance, seconds of the first (compiling) step)."""
     kin = kinetic.RelativisticKinetic(1.0, 1.0 / cfg["step_size"]) if relativistic else None
     logp = t.log_prob                                         # its constants follow the input's device
-    state = hmc.init(x0, logp)
+    kernel = hmc.build(logp, cfg["step_size"], cfg["num_steps"], kinetic=kin, compile=compile)
+    state = kernel.init(x0)
     g = gen(3, device)
-    hmc.step(state, g, logp, cfg["step_size"], 2, kin)         # warm the allocator / kernels
+    t0 = time.perf_counter()
+    kernel.step(state, g)                                      # compiles (compile=True); warms the allocator
     if device == "cuda":
         torch.cuda.synchronize()
+    first = time.perf_counter() - t0
     t0 = time.perf_counter()
-    _, x, info = hmc.sample(lambda s, gg: hmc.step(s, gg, logp, cfg["step_size"], cfg["num_steps"], kin), state,
-                            draws, g)
+    _, x, info = hmc.sample(kernel.step, state, draws, g)
     if device == "cuda":
         torch.cuda.synchronize()
     sec = time.perf_counter() - t0
-    return sec, x, info["acceptance_rate"].mean().item()
+    return sec, x, info["acceptance_rate"].mean().item(), first
 
 
 def numpyro_run(t, x0, cfg, draws):
@@ -89,11 +112,15 @@ def numpyro_run(t, x0, cfg, draws):
 
     numpyro.enable_x64()
     jax.config.update("jax_enable_x64", True)
-    if t.name == "gauss100":
-        inv_var = jnp.asarray((1.0 / torch.linspace(0.5, 1.5, 100, dtype=torch.float64) ** 2).numpy())
+    if t.name in ("gauss100", "illcond_gauss50"):
+        inv_var = jnp.asarray((1.0 / problem(t.name)[2] ** 2).numpy())
 
         def potential(x):
             return 0.5 * jnp.sum(x * x * inv_var)
+    elif t.name == "funnel10":
+        def potential(x):          # targets.funnel(10, v_scale=3) up to a constant
+            v, rest = x[0], x[1:]
+            return 0.5 * (v / 3.0) ** 2 + 0.5 * jnp.sum(rest * rest) * jnp.exp(-v) + 0.5 * rest.shape[0] * v
     else:
         xs, ys = jnp.asarray(t.features.numpy()), jnp.asarray(t.labels.numpy())
 
@@ -164,17 +191,21 @@ def row(sec, x, chains, cfg, draws, extra=None):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--targets", nargs="*", choices=TARGETS, default=list(TARGETS))
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "mcmc_speed.json"))
     args = ap.parse_args()
     torch.set_num_threads(1)
     chain_counts = [1, 100] if args.quick else [1, 100, 1000]
-    draws_for = {1: 1000, 100: 300, 1000: 200} if not args.quick else {1: 200, 100: 100}
+    if args.device == "cuda":
+        chain_counts = [1000, 10000]
+    draws_for = {1: 1000, 100: 300, 1000: 200, 10000: 200} if not args.quick else {1: 200, 100: 100}
     pyro_draws = 100 if args.quick else 300
-    out = {"command": "python benchmarks/mcmc_speed.py" + (" --quick" if args.quick else ""),
-           "torch": torch.__version__, "threads": 1, "dtype": "float64", "device": args.device, "results": {}}
+    out = {"command": "python benchmarks/mcmc_speed.py " + " ".join(sys.argv[1:]),
+           "torch": torch.__version__, "threads": 1, "dtype": "float64", "device": args.device, "results": {},
+           "summary": {}}
     try:
         import jax
         import numpyro
@@ -182,38 +213,52 @@ def main():
         have_numpyro = True
     except ImportError:
         have_numpyro = False
-    import pyro
-    out["pyro"] = pyro.__version__
-    for name in ["gauss100", "breast_cancer"]:
+    for name in args.targets:
         t, cfg, _ = problem(name)
         res = {}
         x_all, cfg = warm_start(t, cfg, max(chain_counts), "cpu")
         res["config"] = cfg
-        psec, px = pyro_run(t, x_all[:1], cfg, pyro_draws)
-        res["pyro_1chain"] = row(psec, px, 1, cfg, pyro_draws)
-        print(name, "pyro", res["pyro_1chain"], flush=True)
+        if name in ("gauss100", "breast_cancer") and args.device == "cpu":   # Pyro: one chain, slow; two targets
+            import pyro
+            out["pyro"] = pyro.__version__
+            psec, px = pyro_run(t, x_all[:1], cfg, pyro_draws)
+            res["pyro_1chain"] = row(psec, px, 1, cfg, pyro_draws)
+            print(name, "pyro", res["pyro_1chain"], flush=True)
         for c in chain_counts:
             d = draws_for[c]
             x0 = x_all[:c].to(args.device)
-            for method, rel in [("hmc", False), ("rhmc", True)]:
-                sec, x, acc = ours(t, x0, cfg, d, rel, args.device)
-                res[f"ours_{method}_{c}"] = row(sec, x, c, cfg, d, {"acceptance": round(acc, 3)})
+            variants = [("hmc", False, False), ("rhmc", True, False)] if c < 1000 else []
+            variants.append(("hmc_compiled", False, True))
+            if c >= 1000:
+                variants.append(("hmc", False, False))
+            for method, rel, comp in variants:
+                sec, x, acc, first = ours(t, x0, cfg, d, rel, args.device, compile=comp)
+                extra = {"acceptance": round(acc, 3)}
+                if comp:
+                    extra["first_step_seconds_incl_compile"] = round(first, 2)
+                res[f"ours_{method}_{c}"] = row(sec, x, c, cfg, d, extra)
                 print(name, method, res[f"ours_{method}_{c}"], flush=True)
-            if have_numpyro:
+            if have_numpyro and args.device == "cpu":
                 sec, first, x = numpyro_run(t, x_all[:c], cfg, d)
                 res[f"numpyro_hmc_{c}"] = row(sec, x, c, cfg, d, {"first_call_seconds_incl_compile": round(first, 2)})
                 print(name, "numpyro", res[f"numpyro_hmc_{c}"], flush=True)
-                res[f"ratio_ess_per_s_hmc_vs_numpyro_{c}"] = round(
-                    res[f"ours_hmc_{c}"]["ess_per_s"] / max(res[f"numpyro_hmc_{c}"]["ess_per_s"], 1e-9), 3)
-                res[f"ratio_grad_evals_per_s_hmc_vs_numpyro_{c}"] = round(
-                    res[f"ours_hmc_{c}"]["grad_evals_per_s"] / res[f"numpyro_hmc_{c}"]["grad_evals_per_s"], 3)
-            res[f"ratio_ess_per_s_hmc_vs_pyro_{c}"] = round(
-                res[f"ours_hmc_{c}"]["ess_per_s"] / max(res["pyro_1chain"]["ess_per_s"], 1e-9), 2)
+                for method in ("hmc", "hmc_compiled"):
+                    res[f"ratio_ess_per_s_{method}_vs_numpyro_{c}"] = round(
+                        res[f"ours_{method}_{c}"]["ess_per_s"] / max(res[f"numpyro_hmc_{c}"]["ess_per_s"], 1e-9), 3)
+                if c >= 1000:
+                    ours_row, peer = res[f"ours_hmc_compiled_{c}"], res[f"numpyro_hmc_{c}"]
+                    out["summary"].setdefault(name, {})[str(c)] = {
+                        "algorithm": "HMC, fixed step size and leapfrog count",
+                        "ours": {"ess_per_s": ours_row["ess_per_s"], "seconds": ours_row["seconds"],
+                                 "compile_seconds": ours_row["first_step_seconds_incl_compile"],
+                                 "eager_ess_per_s": res[f"ours_hmc_{c}"]["ess_per_s"]},
+                        "numpyro": {"ess_per_s": peer["ess_per_s"], "seconds": peer["seconds"],
+                                    "compile_seconds": peer["first_call_seconds_incl_compile"]},
+                        "ratio_ess_per_s": res[f"ratio_ess_per_s_hmc_compiled_vs_numpyro_{c}"]}
         out["results"][name] = res
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1)
     print("wrote", args.out)
-
 
 if __name__ == "__main__":
     main()

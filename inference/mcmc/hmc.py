@@ -111,12 +111,17 @@ def init(position: Tensor, logdensity: LogDensity) -> HMCState:
 def leapfrog(position: Tensor, momentum: Tensor, grad: Tensor, logdensity: LogDensity, step_size: Tensor,
              num_steps: int, velocity: Callable[[Tensor], Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """``num_steps`` leapfrog steps (2.2)-(2.4); consecutive half momentum steps are fused."""
+    return _leapfrog(position, momentum, grad, lambda x: value_and_grad(logdensity, x), step_size, num_steps,
+                     velocity)
+
+
+def _leapfrog(position, momentum, grad, value_and_grad_fn, step_size, num_steps: int, velocity):
     half = 0.5 * step_size
     p = torch.addcmul(momentum, half, grad)                                 # (2.2); addcmul: one fused kernel
     x, lp, g = position, None, grad
     for t in range(num_steps):
         x = torch.addcmul(x, step_size, velocity(p))                        # (2.3) / x += eps M^{-1}(p) p
-        lp, g = value_and_grad(logdensity, x)
+        lp, g = value_and_grad_fn(x)
         p = torch.addcmul(p, step_size if t < num_steps - 1 else half, g)   # (2.4) + next (2.2)
     return x, p, lp, g
 
@@ -128,19 +133,50 @@ def step(state: HMCState, generator: Optional[torch.Generator], logdensity: LogD
         raise ValueError(f"num_steps must be a positive integer, got {num_steps}")
     kinetic = GaussianKinetic() if kinetic is None else kinetic
     eps = as_column(step_size, state.position, "step_size")
+    p0, u = _draws(state, generator, kinetic)
+    return _transition(state, p0, u, eps, lambda x: value_and_grad(logdensity, x), int(num_steps), kinetic,
+                       divergence_threshold)
+
+
+def _draws(state: HMCState, generator, kinetic) -> tuple[Tensor, Tensor]:
+    """The transition's randomness, drawn in a fixed order (momentum, then the Metropolis uniform), so the eager
+    and the compiled transition consume the generator identically."""
     p0 = kinetic.sample(state.position, generator)
+    u = torch.rand(state.position.shape[:1], generator=generator, dtype=state.position.dtype,
+                   device=state.position.device)
+    return p0, u
+
+
+def _transition(state: HMCState, p0: Tensor, u: Tensor, eps: Tensor, value_and_grad_fn, num_steps: int, kinetic,
+                divergence_threshold: float) -> tuple[HMCState, HMCInfo]:
+    """The deterministic part of a transition: trajectory and Metropolis test (what ``build(compile=True)``
+    compiles into one unit)."""
     h0 = -state.log_density + kinetic.energy(p0)
-    x, p, lp, g = leapfrog(state.position, p0, state.grad, logdensity, eps, int(num_steps), kinetic.velocity)
+    x, p, lp, g = _leapfrog(state.position, p0, state.grad, value_and_grad_fn, eps, num_steps, kinetic.velocity)
     h1 = -lp + kinetic.energy(p)
     d_energy = h1 - h0
     divergent = ~(d_energy < divergence_threshold)                         # also catches NaN
     accept_prob = torch.where(divergent, torch.zeros_like(h0), torch.exp(torch.clamp(-d_energy, max=0.0)))
-    u = torch.rand(h0.shape, generator=generator, dtype=h0.dtype, device=h0.device)
     accept = u < accept_prob                                               # (2.5)
     col = accept.unsqueeze(-1)
     new = HMCState(torch.where(col, x, state.position), torch.where(accept, lp, state.log_density),
                    torch.where(col, g, state.grad))
-    return new, HMCInfo(accept_prob, accept, divergent, torch.where(accept, h1, h0), int(num_steps))
+    return new, HMCInfo(accept_prob, accept, divergent, torch.where(accept, h1, h0), num_steps)
+
+
+def functional_value_and_grad(logdensity: LogDensity) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
+    """(log p, grad log p) through ``torch.func`` (what a compiled trajectory needs: no autograd tape); the
+    log density must be a pure function of its argument (no in-place updates of it, no ``.item()``)."""
+    def summed(x):
+        lp = logdensity(x)
+        return lp.sum(), lp
+
+    grad_and_value = torch.func.grad_and_value(summed, has_aux=True)
+
+    def value_and_grad_fn(x):
+        g, (_, lp) = grad_and_value(x)
+        return lp, g
+    return value_and_grad_fn
 
 
 def rhmc_step(state: HMCState, generator: Optional[torch.Generator], logdensity: LogDensity, step_size,
@@ -158,14 +194,35 @@ class Kernel(NamedTuple):
 
 
 def build(logdensity: LogDensity, step_size, num_steps: int = 10, kinetic=None,
-          divergence_threshold: float = 1000.0) -> Kernel:
-    """HMC with its settings bound; bad settings fail here, before any draw."""
+          divergence_threshold: float = 1000.0, compile: bool = False) -> Kernel:
+    """HMC with its settings bound; bad settings fail here, before any draw.
+
+    ``compile=True``: the whole transition (the L-step trajectory, gradients by ``torch.func``, and the Metropolis
+    test) is one ``torch.compile``d graph with no host synchronisation inside; the random draws stay outside it, in
+    the eager order, so compiled and eager kernels give the same draws for the same generator (to floating-point
+    tolerance). The first step compiles (tens of seconds); later steps with the same shapes reuse it."""
     if int(num_steps) != num_steps or num_steps < 1:
         raise ValueError(f"num_steps must be a positive integer, got {num_steps}")
     check_step_size(step_size)
+    kinetic = GaussianKinetic() if kinetic is None else kinetic
+    num_steps = int(num_steps)
+    if compile:
+        value_and_grad_fn = functional_value_and_grad(logdensity)
 
-    def kernel_step(state: HMCState, generator: Optional[torch.Generator] = None):
-        return step(state, generator, logdensity, step_size, int(num_steps), kinetic, divergence_threshold)
+        def transition(position, log_density, grad, p0, u, eps):
+            new, info = _transition(HMCState(position, log_density, grad), p0, u, eps, value_and_grad_fn, num_steps,
+                                    kinetic, divergence_threshold)
+            return (*new, info.acceptance_rate, info.is_accepted, info.is_divergent, info.energy)
+        compiled = torch.compile(transition, fullgraph=True, dynamic=False)
+
+        def kernel_step(state: HMCState, generator: Optional[torch.Generator] = None):
+            eps = as_column(step_size, state.position, "step_size")
+            p0, u = _draws(state, generator, kinetic)
+            x, lp, g, rate, accepted, divergent, energy = compiled(*state, p0, u, eps)
+            return HMCState(x, lp, g), HMCInfo(rate, accepted, divergent, energy, num_steps)
+    else:
+        def kernel_step(state: HMCState, generator: Optional[torch.Generator] = None):
+            return step(state, generator, logdensity, step_size, num_steps, kinetic, divergence_threshold)
     return Kernel(lambda position: init(position, logdensity), kernel_step)
 
 
