@@ -107,7 +107,8 @@ def mc_noise_case(rounds: int) -> dict:
                 torch.manual_seed(0)
                 g = torch.Generator().manual_seed(1)
                 shards = [snep.SampledShard(log_lik(slice(i, None, 3)), d, samples=samples, step_size=0.4,
-                                            leapfrog=5, precondition=True) for i in range(3)]
+                                            leapfrog=5, precondition=True, target_acceptance=0.8)
+                          for i in range(3)]
                 state = snep.init(torch.zeros(d), 10 * torch.eye(d), shards, site_precision=1.0, power=1.0)
                 for i, shard in enumerate(shards):      # burn-in and step-size adaptation before any update
                     shard.warm_up(snep._add(state.theta_prime[i], state.sites[i], -1.0), 1.0, 100, g)
