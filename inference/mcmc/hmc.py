@@ -207,6 +207,12 @@ def build(logdensity: LogDensity, step_size, num_steps: int = 10, kinetic=None,
     kinetic = GaussianKinetic() if kinetic is None else kinetic
     num_steps = int(num_steps)
     if compile:
+        # every build shares the code of ``transition`` below, and each new density, kinetic or chain count adds a
+        # compiled variant; past torch's default limit of 8 variants it would silently run eager
+        config = torch._dynamo.config
+        for name, least in (("recompile_limit", 256), ("accumulated_recompile_limit", 1024)):
+            if hasattr(config, name):
+                setattr(config, name, max(getattr(config, name), least))
         value_and_grad_fn = functional_value_and_grad(logdensity)
 
         def transition(position, log_density, grad, p0, u, eps):
