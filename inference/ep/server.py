@@ -352,7 +352,7 @@ def run(shards: Sequence, prior_mean: Tensor, prior_var: Tensor, steps: int, set
     demonstrations). ``checkpoint_dir`` with a server checkpoint in it resumes that run."""
     import ray
 
-    from cluster import connect_ray
+    from cluster import ClusterError, connect_ray
 
     settings.validate(len(shards))
     family = FAMILIES[settings.family]
@@ -366,8 +366,14 @@ def run(shards: Sequence, prior_mean: Tensor, prior_var: Tensor, steps: int, set
         theta0 = family.natural_from_moments(prior_mean, prior_var.double().expand(d))
         site = family.natural_from_moments(torch.zeros(d, dtype=torch.float64),
                                            torch.full((d,), float(site_var), dtype=torch.float64))
+    if address is None and num_cpus is None:
+        num_cpus = max(os.cpu_count() or 1, len(shards))
     started = connect_ray(address, num_cpus)
     try:
+        cpus = ray.cluster_resources().get("CPU", 0)
+        if cpus < len(shards):       # a worker that cannot be placed would leave the run waiting forever
+            raise ClusterError(f"{len(shards)} workers need {len(shards)} CPUs but the Ray cluster has {cpus:g}; "
+                               f"{'start the local cluster with num_cpus >= the number of workers' if started else 'add nodes or use fewer shards'}")
         server = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(PosteriorServer).remote(
             theta0, [site] * len(shards), settings.family, checkpoint_dir, settings.checkpoint_every)
         worker_cls = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(SNEPWorker)

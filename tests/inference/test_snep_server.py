@@ -167,3 +167,12 @@ def test_psnep_with_adaptive_sgld_learns_a_small_network():
         snep.MinibatchShard(DigitsShardLikelihood(Xtr[:0], ytr[:0]), size=0, state=xavier(0))
     with pytest.raises(ValueError, match="min_site_variance"):
         server.SNEPSettings(min_site_variance=0.01, family="full").validate(2)
+
+
+def test_more_workers_than_cpus_is_one_error_not_a_hang():
+    from cluster import ClusterError
+
+    Z, y, _, _ = regression()
+    shards = [snep.GaussianShard(Z[i::3], y[i::3], 0.3) for i in range(3)]
+    with pytest.raises(ClusterError, match="3 workers need 3 CPUs but the Ray cluster has 2"):
+        server.run(shards, torch.zeros(3), torch.eye(3), steps=10, num_cpus=2)
