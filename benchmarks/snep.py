@@ -53,9 +53,9 @@ def linear_regression(n=120, d=3, noise=0.3, seed=0):
     return Z, y, cov @ Z.T @ y / noise ** 2, cov
 
 
-def exact_case(steps: int) -> dict:
+def exact_case(steps: int, lr: float) -> dict:
     Z, y, mean, cov = linear_regression()
-    settings = server.SNEPSettings(lr=0.3, n_sync=5, n_outer=1, power=1.0)
+    settings = server.SNEPSettings(lr=lr, n_sync=5, n_outer=1, power=1.0)
     measured = {}
     for workers, kill in [(2, None), (3, None), (4, None), (3, {2: 1})]:
         shards = [snep.GaussianShard(Z[i::workers], y[i::workers], 0.3) for i in range(workers)]
@@ -72,7 +72,7 @@ def exact_case(steps: int) -> dict:
     holds = all(r["mean_max_abs_error"] < 1e-6 and r["cov_max_abs_error"] < 1e-6 for r in measured.values())
     return {"claim": "SNEP is exact on Bayesian linear regression over 2-4 workers: q equals the closed-form posterior "
                      "to numerical precision (seed 003 case 8)",
-            "settings": {"n": 120, "d": 3, "steps_per_worker": steps, "n_sync": 5, "lr": 0.3, "beta": 1.0,
+            "settings": {"n": 120, "d": 3, "steps_per_worker": steps, "n_sync": 5, "lr": lr, "beta": 1.0,
                          "initial_site_variance": 0.01,
                          "ray": "local cluster, one logical CPU per worker (on 2 cores)"},
             "measured": measured, "holds": holds}
@@ -228,6 +228,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cases", nargs="*", choices=CASES, help="(re)run these cases (default: the missing ones)")
     p.add_argument("--steps", type=int, default=6000, help="inner steps per worker in the exactness case")
+    p.add_argument("--lr", type=float, default=0.3, help="SNEP learning rate in the exactness case")
     p.add_argument("--rounds", type=int, default=300, help="rounds in the Monte Carlo noise case")
     p.add_argument("--workers", type=int, nargs="*", default=[1, 2], help="worker counts in the MLP case")
     p.add_argument("--mlp-steps", type=int, default=600, help="SGLD steps per worker in the MLP case")
@@ -242,7 +243,7 @@ def main() -> None:
     for name in todo:
         start = time.time()
         if name == "exact_linear_regression":
-            cases[name] = exact_case(args.steps)
+            cases[name] = exact_case(args.steps, args.lr)
         elif name == "snep_vs_sms_mc_noise":
             cases[name] = mc_noise_case(args.rounds)
         else:
