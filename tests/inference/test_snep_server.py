@@ -96,6 +96,7 @@ def test_unreachable_ray_address_is_one_error():
         server.run([snep.GaussianShard(Z, y, 0.3)], torch.zeros(3), torch.eye(3), steps=10, address="127.0.0.1:1")
 
 
+@pytest.mark.slow
 def test_diagonal_family_sampled_shards_in_process():
     """The seed's network setting in miniature: a diagonal Gaussian family, sites from HMC draws (one per step), two
     workers: q's mean lands near the exact posterior mean of a well-conditioned linear regression."""
