@@ -38,6 +38,7 @@ import torch  # noqa: E402
 from benchmarks.ep_validation import reference_posterior  # noqa: E402
 from benchmarks.runs import fail, write_json  # noqa: E402
 from inference.ep import server, snep  # noqa: E402
+from inference.ep.expfam import add  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "snep.json"
 CASES = ("exact_linear_regression", "snep_vs_sms_mc_noise", "psnep_mlp_digits")
@@ -112,7 +113,7 @@ def mc_noise_case(rounds: int) -> dict:
                           for i in range(3)]
                 state = snep.init(torch.zeros(d), 10 * torch.eye(d), shards, site_precision=1.0, power=1.0)
                 for i, shard in enumerate(shards):      # burn-in and step-size adaptation before any update
-                    shard.warm_up(snep._add(state.theta_prime[i], state.sites[i], -1.0), 1.0, 100, g)
+                    shard.warm_up(add(state.theta_prime[i], state.sites[i], -1.0), 1.0, 100, g)
                 rejected, failed = 0, None
                 for t in range(rounds):
                     try:

@@ -25,9 +25,14 @@ import math
 import torch
 from torch import Tensor
 
-__all__ = ["DiagGaussian", "FullGaussian"]
+__all__ = ["DiagGaussian", "FullGaussian", "add"]
 
 Pair = tuple[Tensor, Tensor]
+
+
+def add(a: Pair, b: Pair, scale: float = 1.0) -> Pair:
+    """a + scale b for parameter pairs (sites, cavities and deltas are sums and differences of these)."""
+    return a[0] + scale * b[0], a[1] + scale * b[1]
 
 
 class DiagGaussian:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from inference.ep.expfam import FullGaussian
+from inference.ep.expfam import FullGaussian, add
 
 __all__ = ["MixtureResult", "fit", "log_posterior", "METHODS"]
 
@@ -62,10 +62,6 @@ def _tilted(cavity: Pair, x: Tensor, sigma2: float) -> Pair:
     return FullGaussian.natural_from_moments(mean, cov)
 
 
-def _add(a: Pair, b: Pair, scale: float = 1.0) -> Pair:
-    return a[0] + scale * b[0], a[1] + scale * b[1]
-
-
 def fit(X: Tensor, components: int, sigma: float, init_means: Tensor, method: str = "ep", passes: int = 10,
         prior_mean: Tensor | None = None, prior_var: float = 1.0, init_var: float = 0.1,
         generator: torch.Generator | None = None) -> MixtureResult:
@@ -86,7 +82,7 @@ def fit(X: Tensor, components: int, sigma: float, init_means: Tensor, method: st
     prior = FullGaussian.natural_from_moments(m0.expand(components, d), prior_var * eye)
     start = FullGaussian.natural_from_moments(init_means.double(), init_var * eye)
     # the initial site mass (start - prior) is spread over the data's sites, so q starts at ``start``
-    tied = _add(start, prior, -1.0)
+    tied = add(start, prior, -1.0)
     tied = (tied[0] / n, tied[1] / n)
     sites = [tied] * n if method == "ep" else None
     q = start
@@ -95,9 +91,9 @@ def fit(X: Tensor, components: int, sigma: float, init_means: Tensor, method: st
     for _ in range(passes):
         for i in torch.randperm(n, generator=generator).tolist():
             if method == "ep":
-                cavity = _add(q, sites[i], -1.0)
+                cavity = add(q, sites[i], -1.0)
             elif method == "sep":
-                cavity = _add(q, tied, -1.0)
+                cavity = add(q, tied, -1.0)
             else:
                 cavity = q
             try:
@@ -105,12 +101,12 @@ def fit(X: Tensor, components: int, sigma: float, init_means: Tensor, method: st
             except ValueError:            # a cavity or tilted covariance outside the family: skip this site
                 skipped += 1
                 continue
-            site = _add(new_q, cavity, -1.0)
+            site = add(new_q, cavity, -1.0)
             if method == "ep":
                 q, sites[i] = new_q, site
             elif method == "sep":          # f <- f^{1 - 1/N} f_n^{1/N}
-                tied = _add(_add(tied, tied, -1.0 / n), site, 1.0 / n)
-                q = _add(prior, tied, float(n))
+                tied = add(add(tied, tied, -1.0 / n), site, 1.0 / n)
+                q = add(prior, tied, float(n))
             else:
                 q = new_q
     means, covs = FullGaussian.moments_from_natural(q)

@@ -33,15 +33,15 @@ import copy
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
 from torch import Tensor
 
-from inference.ep.expfam import DiagGaussian, FullGaussian
-from inference.ep.snep import natural_gradient_step
+from inference.ep.expfam import DiagGaussian, FullGaussian, add
+from inference.ep.snep import natural_gradient_step, power_beta
 
 __all__ = ["SNEPSettings", "PosteriorServer", "SNEPWorker", "ServerError", "SNEPRun", "run", "FAMILIES"]
 
@@ -76,15 +76,10 @@ class SNEPSettings:
             raise ValueError("need at least one worker (one data shard each)")
         if self.min_site_variance is not None and (self.family != "diag" or not self.min_site_variance > 0):
             raise ValueError("min_site_variance must be positive and needs the diag family")
-        if not self.beta(workers) > 0:
-            raise ValueError(f"power (beta) must be positive or 'parallel', got {self.power}")
+        self.beta(workers)           # raises for a bad power
 
     def beta(self, workers: int) -> float:
-        return 1.0 / workers if self.power == "parallel" else float(self.power)
-
-
-def _add(a: Pair, b: Pair, scale: float = 1.0) -> Pair:
-    return a[0] + scale * b[0], a[1] + scale * b[1]
+        return power_beta(self.power, workers)
 
 
 def _owned(value):
@@ -127,7 +122,7 @@ class PosteriorServer:
         self.pushes = 0
         self.theta_post = self.theta0
         for site in self.sites:
-            self.theta_post = _add(self.theta_post, site)
+            self.theta_post = add(self.theta_post, site)
         self.family.moments_from_natural(self.theta_post)        # the start must be a proper Gaussian
         self.resumed = False
         self._save()
@@ -140,14 +135,14 @@ class PosteriorServer:
         if not _finite(delta) or any(d.shape != s.shape for d, s in zip(delta, self.sites[worker])):
             raise ServerError(f"worker {worker} sent a delta that is not finite or has the wrong shape; refused "
                               "(the server's state is unchanged)")
-        new_post = _add(self.theta_post, delta)
+        new_post = add(self.theta_post, delta)
         try:
             self.family.moments_from_natural(new_post)
         except ValueError:
             raise ServerError(f"worker {worker}'s delta would leave theta_post outside the Gaussian family; refused "
                               "(the server's state is unchanged)") from None
         self.theta_post = new_post
-        self.sites[worker] = _add(self.sites[worker], delta)
+        self.sites[worker] = add(self.sites[worker], delta)
         if position is not None:
             self.positions[worker] = position.detach().clone()
         self.steps[worker] = max(self.steps[worker], int(step))
@@ -170,7 +165,7 @@ class PosteriorServer:
     def check_invariant(self, rtol: float = 1e-9) -> bool:
         total = self.theta0
         for site in self.sites:
-            total = _add(total, site)
+            total = add(total, site)
         scale = max(1.0, *(float(t.abs().max()) for t in total))
         return all(torch.allclose(a, b, rtol=0.0, atol=rtol * scale) for a, b in zip(total, self.theta_post))
 
@@ -253,7 +248,7 @@ class SNEPWorker:
         self.site = record["site"]
         self.site_sent = record["site"]                      # lambda_i_old: what the server has of this site
         self.gamma = self.family.mean_from_natural(self.site)
-        self.theta_rest = _add(record["theta_post"], self.site, -1.0)     # theta_-i
+        self.theta_rest = add(record["theta_post"], self.site, -1.0)     # theta_-i
         self.theta_prime = record["theta_post"]                           # theta'_i = theta_-i + lambda_i
         self.step = record["step"]
         if record["position"] is not None:
@@ -266,7 +261,7 @@ class SNEPWorker:
         """``steps`` inner steps (22) with outer updates and pushes on schedule; returns the worker's step count."""
         s = self.settings
         for _ in range(steps):
-            tilted = _add(self.theta_prime, self.site, -1.0 / self.beta)
+            tilted = add(self.theta_prime, self.site, -1.0 / self.beta)
             try:
                 stats = self.shard.tilted_mean(tilted, self.beta, self.generator)
             except ValueError:             # the tilted distribution is not normalisable here: skip, as snep_round
@@ -275,7 +270,7 @@ class SNEPWorker:
                 if not _finite(stats):
                     raise FloatingPointError(f"worker {self.index}: the tilted moments are not finite at step "
                                              f"{self.step}; lower the MCMC step size")
-                update = natural_gradient_step(self.family, self.gamma, stats, _add(self.theta_rest, self.site), s.lr)
+                update = natural_gradient_step(self.family, self.gamma, stats, add(self.theta_rest, self.site), s.lr)
                 if update is None:
                     self.rejected += 1
                 else:
@@ -288,7 +283,7 @@ class SNEPWorker:
                             self.gamma = self.family.mean_from_natural(self.site)
             self.step += 1
             if self.step % s.n_outer == 0:
-                self.theta_prime = _add(self.theta_rest, self.site)
+                self.theta_prime = add(self.theta_rest, self.site)
             if self.step % s.n_sync == 0:
                 self._sync()
         return self.step
@@ -309,10 +304,10 @@ class SNEPWorker:
                 theta_post, site_on_server = self.pending
             self.pending = None
             self.site_sent = site_on_server
-            self.theta_rest = _add(theta_post, site_on_server, -1.0)
+            self.theta_rest = add(theta_post, site_on_server, -1.0)
             if wait:
                 return
-        delta = _add(self.site, self.site_sent, -1.0)
+        delta = add(self.site, self.site_sent, -1.0)
         self.site_sent = self.site
         args = (self.index, delta, getattr(self.shard, "state", None), self.step)
         self.pending = self.server.push.remote(*args) if self.remote else self.server.push(*args)
@@ -417,6 +412,3 @@ def posterior(theta_post: Pair, family: str = "full") -> Pair:
     """(mean, covariance or variance vector) of the server's q."""
     return FAMILIES[family].moments_from_natural(theta_post)
 
-
-def settings_dict(settings: SNEPSettings) -> dict:
-    return asdict(settings)

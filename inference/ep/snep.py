@@ -1,5 +1,5 @@
-"""Stochastic natural-gradient EP (SNEP) and the damped-EP / SMS baseline, one process (the Ray posterior server is
-still to come: issue 16 item 3).
+"""Stochastic natural-gradient EP (SNEP) and the damped-EP / SMS baseline in one process, and the shards and site
+update the Ray posterior server (``inference.ep.server``) runs on its workers.
 
 Seed 003 Ch 4 (Hasenclever et al., JMLR 2017; extraction ``../shared/research/seed003.md`` §3.2-3.4) and seed 000
 eqs 4.22-4.25. The posterior p(x) ∝ p0(x) exp(sum_i l_i(x)) is split over n workers, worker i holding shard i's
@@ -28,16 +28,12 @@ from typing import Callable, Optional, Sequence
 import torch
 from torch import Tensor
 
-from inference.ep.expfam import DiagGaussian, FullGaussian
+from inference.ep.expfam import DiagGaussian, FullGaussian, add
 
 __all__ = ["GaussianShard", "SampledShard", "MinibatchShard", "SNEPState", "init", "snep_round", "sms_round", "posterior",
-           "natural_gradient_step"]
+           "natural_gradient_step", "power_beta"]
 
 Pair = tuple[Tensor, Tensor]
-
-
-def _add(a: Pair, b: Pair, scale: float = 1.0) -> Pair:
-    return a[0] + scale * b[0], a[1] + scale * b[1]
 
 
 @dataclass
@@ -59,7 +55,7 @@ class GaussianShard:
         return z.T @ y / self.noise ** 2, -(z.T @ z) / self.noise ** 2
 
     def tilted_mean(self, tilted_natural: Pair, beta: float, generator=None) -> Pair:
-        return FullGaussian.mean_from_natural(_add(tilted_natural, self.natural, 1.0 / beta))
+        return FullGaussian.mean_from_natural(add(tilted_natural, self.natural, 1.0 / beta))
 
 
 @dataclass
@@ -191,8 +187,16 @@ class SNEPState:
     def check_invariant(self, atol: float = 1e-8) -> bool:
         total = self.theta0
         for lam in self.sites:
-            total = _add(total, lam)
+            total = add(total, lam)
         return all(torch.allclose(a, b, atol=atol) for a, b in zip(total, self.theta_post))
+
+
+def power_beta(power: str | float, workers: int) -> float:
+    """beta_i from a power setting: a positive number, or "parallel" for p-SNEP's 1 / N_workers."""
+    beta = 1.0 / workers if power == "parallel" else float(power)
+    if not beta > 0:
+        raise ValueError(f"power (beta) must be positive or 'parallel', got {power}")
+    return beta
 
 
 def init(prior_mean: Tensor, prior_cov: Tensor, shards: Sequence, site_precision: float = 1e-2,
@@ -201,24 +205,22 @@ def init(prior_mean: Tensor, prior_cov: Tensor, shards: Sequence, site_precision
     if not shards:
         raise ValueError("need at least one shard")
     n, d = len(shards), prior_mean.numel()
-    beta = 1.0 / n if power == "parallel" else float(power)
-    if not beta > 0:
-        raise ValueError(f"power (beta) must be positive or 'parallel', got {power}")
+    beta = power_beta(power, n)
     theta0 = FullGaussian.natural_from_moments(prior_mean.double(), prior_cov.double())
     site = FullGaussian.natural_from_moments(torch.zeros(d, dtype=torch.float64),
                                              torch.eye(d, dtype=torch.float64) / site_precision)
     sites = [tuple(t.clone() for t in site) for _ in range(n)]
     post = theta0
     for lam in sites:
-        post = _add(post, lam)
+        post = add(post, lam)
     return SNEPState(theta0, sites, [FullGaussian.mean_from_natural(s) for s in sites],
                      [tuple(t.clone() for t in post) for _ in range(n)], post, [beta] * n)
 
 
 def _push(state: SNEPState, i: int, new_site: Pair) -> None:
     """The worker's delta applied by the server (Alg 8 line 21)."""
-    delta = _add(new_site, state.sites[i], -1.0)
-    state.theta_post = _add(state.theta_post, delta)
+    delta = add(new_site, state.sites[i], -1.0)
+    state.theta_post = add(state.theta_post, delta)
     state.sites[i] = new_site
 
 
@@ -231,7 +233,7 @@ def snep_round(state: SNEPState, shards: Sequence, lr: float, outer_every: int =
         beta = state.betas[i]
         if outer:                     # (23) at the worker's turn: theta'_i := theta_{-i} + lambda_i = theta_post now
             state.theta_prime[i] = tuple(t.clone() for t in state.theta_post)
-        tilted = _add(state.theta_prime[i], state.sites[i], -1.0 / beta)
+        tilted = add(state.theta_prime[i], state.sites[i], -1.0 / beta)
         try:
             stats = shard.tilted_mean(tilted, beta, generator)
         except ValueError:            # the tilted distribution is not normalisable: skip this worker's step
@@ -248,9 +250,9 @@ def natural_gradient_step(family, gamma: Pair, tilted_stats: Pair, theta_post: P
     """SNEP's inner update (22) for one site: gamma + lr (E_tilted[s] - grad A(theta_post)) and its site
     lambda = grad A*(gamma). A step that leaves the mean domain is halved (the seed's damping), up to ``halvings``
     times; None if every one does."""
-    direction = _add(tilted_stats, family.mean_from_natural(theta_post), -1.0)
+    direction = add(tilted_stats, family.mean_from_natural(theta_post), -1.0)
     for halving in range(halvings):
-        new_gamma = _add(gamma, direction, lr / 2 ** halving)
+        new_gamma = add(gamma, direction, lr / 2 ** halving)
         try:
             return new_gamma, family.natural_from_mean(new_gamma)
         except ValueError:
@@ -265,14 +267,14 @@ def sms_round(state: SNEPState, shards: Sequence, lr: float,
     rejected = 0
     for i, shard in enumerate(shards):
         beta = state.betas[i]
-        tilted = _add(state.theta_post, state.sites[i], -1.0 / beta)
+        tilted = add(state.theta_post, state.sites[i], -1.0 / beta)
         try:
             stats = shard.tilted_mean(tilted, beta, generator)
             target = FullGaussian.natural_from_mean(stats)
         except ValueError:
             rejected += 1
             continue
-        new_site = _add(state.sites[i], _add(target, state.theta_post, -1.0), lr)
+        new_site = add(state.sites[i], add(target, state.theta_post, -1.0), lr)
         _push(state, i, new_site)
     return state, rejected
 
