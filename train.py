@@ -5,7 +5,9 @@
     python train.py --list                                      # environment names and agents
     tensorboard --logdir runs
 
-``--set key=value`` sets any field of the agent's config (or of the run config); ``--list`` shows them.
+``--set key=value`` sets any field of the agent's config (``section.key`` for the fields of one of its parts, e.g.
+``--set prior=mlp --set prior.kl_coef=0.1``), of the run's replay/update schedule (``--set batch_size=64``) or of the
+run config; ``--list`` shows them.
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--actors", type=int, help="distributed actor processes on Ray (default 0: act in this process)")
     p.add_argument("--address", help="Ray cluster for --actors: auto or ray://host:port (default: a local cluster)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
-                   help="set a config field, e.g. --set batch_size=256 (repeatable)")
+                   help="set a config field, e.g. --set batch_size=256 or --set prior.kl_coef=0.1 (repeatable)")
     p.add_argument("--list", action="store_true", help="list environments, agents and config fields, then exit")
     return p.parse_args(argv)
 
@@ -41,6 +43,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def print_list() -> None:
     import agents
     import envs
+    from agents.config import settable_keys
 
     for family, names in envs.catalogue().items():
         print(f"{family} environments ({len(names)}):")
@@ -50,12 +53,19 @@ def print_list() -> None:
 
     print("run settings (flags, or --set key=value):")
     for f in dataclasses.fields(RunConfig):
-        print(f"      {f.name} = {f.default!r}")
-    print("agents:")
-    for name in agents.names():
-        print(f"  {name}: --set keys:")
-        for f in dataclasses.fields(agents.config_class(name)):
+        if f.name != "schedule":
             print(f"      {f.name} = {f.default!r}")
+    print("agents (--set key=value; section.key for a part's settings, and the run's replay/update schedule):")
+    for name in agents.names():
+        cls = agents.agent_class(name)
+        print(f"  {name}:")
+        print("    schedule: " + ", ".join(f"{k}={v!r}" for k, v in dataclasses.asdict(cls.schedule).items()))
+        defaults = dataclasses.asdict(cls.Config())
+        for key in settable_keys(cls.Config):
+            value = defaults
+            for part in key.split("."):
+                value = value[part]
+            print(f"      {key} = {value!r}")
 
 
 def build(args: argparse.Namespace):

@@ -5,7 +5,7 @@ import difflib
 
 from agents.config import ConfigError, apply_overrides
 
-__all__ = ["make", "names", "config_class", "ConfigError"]
+__all__ = ["make", "names", "config_class", "resolve_config", "resolve", "ConfigError"]
 
 
 def _registry() -> dict[str, type]:
@@ -41,4 +41,25 @@ def make(name: str, observation_space, action_space, config=None, device="cpu"):
 
 
 def resolve_config(name: str, overrides: dict[str, str]):
+    """Agent ``name``'s config with ``--set``-style ``overrides`` of its own fields."""
+    from agents.schedule import FIELDS
+
+    misplaced = [k for k in overrides if k in FIELDS]
+    if misplaced:
+        raise ConfigError(f"{', '.join(misplaced)} belong(s) to the run's schedule (RunConfig.schedule, "
+                          "agents/schedule.py), not to the agent's config; agents.resolve() splits them")
     return apply_overrides(config_class(name)(), overrides)
+
+
+def resolve(name: str, overrides: dict[str, str]):
+    """(agent config, schedule) for agent ``name`` from ``--set``-style ``overrides`` of either: the schedule starts
+    from the agent's own (``AgentClass.schedule``)."""
+    from agents.schedule import FIELDS
+
+    schedule = {k.removeprefix("schedule."): v for k, v in overrides.items()
+                if k in FIELDS or k.startswith("schedule.")}
+    config = resolve_config(name, {k: v for k, v in overrides.items() if k not in FIELDS
+                                   and not k.startswith("schedule.")})
+    schedule = apply_overrides(agent_class(name).schedule, schedule)
+    schedule.validate(config.sequence_length)
+    return config, schedule

@@ -63,11 +63,32 @@ def _parse(value: str, kind, key: str):
     raise ConfigError(f"cannot set {key} from the command line")
 
 
+def section_type(kind) -> type | None:
+    """The dataclass of a config section field (``prior: PriorSection``, ``schedule: Schedule | None``), else None."""
+    for candidate in (kind, *typing.get_args(kind)):
+        if dataclasses.is_dataclass(candidate):
+            return candidate
+    return None
+
+
+def settable_keys(cls) -> list[str]:
+    """Every ``--set`` key of a config class: its fields, and ``section.field`` for the fields of its sections."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        section = section_type(hints[f.name])
+        out += [f"{f.name}.{k}" for k in settable_keys(section)] if section else [f.name]
+    return out
+
+
 def check_numbers(config) -> None:
     """Limits every config shares: no float setting is NaN or infinite, and learning rates (fields named ``lr`` or
     ``*_lr``) lie in (0, 1] -- an Adam step size of 1e39 overflows inside the optimiser instead of failing here."""
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            check_numbers(value)
+            continue
         values = value if isinstance(value, tuple) else (value,)
         if any(isinstance(v, float) and not math.isfinite(v) for v in values):
             raise ConfigError(f"{f.name} must be finite, got {value}")
@@ -76,18 +97,41 @@ def check_numbers(config) -> None:
             raise ConfigError(f"{f.name} is a learning rate and must be in (0, 1], got {value}")
 
 
-def apply_overrides(config, overrides: dict[str, str]):
-    """A copy of dataclass ``config`` with string ``overrides`` parsed by each field's type."""
+def _with_overrides(config, overrides: dict[str, str], prefix: str = ""):
+    """``config`` with string ``overrides`` parsed by each field's type; ``section.key`` sets a field of a section,
+    and a bare section name sets the section's ``kind`` (``prior=mlp`` is ``prior.kind=mlp``)."""
     hints = typing.get_type_hints(type(config))
     fields = {f.name for f in dataclasses.fields(config)}
-    changes = {}
+    changes, sections = {}, {}
     for key, value in overrides.items():
-        if key not in fields:
-            close = difflib.get_close_matches(key, sorted(fields), n=3)
-            hint = f" Did you mean {', '.join(close)}?" if close else f" Valid keys: {', '.join(sorted(fields))}"
-            raise ConfigError(f"unknown setting {key!r} for {type(config).__name__}.{hint}")
-        changes[key] = _parse(value, hints[key], key)
-    config = dataclasses.replace(config, **changes)
+        name, dot, rest = key.partition(".")
+        section = section_type(hints[name]) if name in fields else None
+        if section is not None and not dot:
+            if "kind" not in {f.name for f in dataclasses.fields(section)}:
+                raise ConfigError(f"{prefix}{name} is a section: set its fields ({prefix}{name}.<key>)")
+            dot, rest = ".", "kind"
+        if name not in fields or bool(dot) != (section is not None):
+            valid = settable_keys(type(config))
+            close = difflib.get_close_matches(key, valid, n=3) or [k for k in valid if k.endswith(f".{key}")]
+            hint = f" Did you mean {', '.join(prefix + c for c in close)}?" if close else \
+                f" Valid keys: {', '.join(prefix + k for k in sorted(valid))}"
+            raise ConfigError(f"unknown setting {prefix + key!r} for {type(config).__name__}.{hint}")
+        if section is not None:
+            sections.setdefault(name, {})[rest] = value
+        else:
+            changes[name] = _parse(value, hints[name], prefix + key)
+    for name, values in sections.items():
+        current = getattr(config, name)
+        if current is None:
+            raise ConfigError(f"{prefix}{name} is not resolved yet and cannot be changed here")
+        changes[name] = _with_overrides(current, values, f"{prefix}{name}.")
+    return dataclasses.replace(config, **changes)
+
+
+def apply_overrides(config, overrides: dict[str, str]):
+    """A copy of dataclass ``config`` with string ``overrides`` (``--set`` pairs) parsed by each field's type,
+    checked and validated."""
+    config = _with_overrides(config, overrides)
     check_numbers(config)
     if hasattr(config, "validate"):
         config.validate()
@@ -101,6 +145,9 @@ def _from_json(value, kind, key: str):
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
+        section = section_type(kind)
+        if section is not None and isinstance(value, dict):   # a saved section: its own errors name the field
+            return from_dict(section, value)
         for arg in args:
             if arg is not type(None):
                 try:
@@ -117,6 +164,8 @@ def _from_json(value, kind, key: str):
             raise ConfigError(f"{key} must be a list, got {type(value).__name__}")
         inner = args[0] if args else str
         return tuple(_from_json(v, inner, key) for v in value)
+    if dataclasses.is_dataclass(kind):
+        return from_dict(kind, value)
     expected = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}.get(kind)
     if expected is None:
         raise ConfigError(f"{key} cannot be read from a saved config")
@@ -129,6 +178,8 @@ def from_dict(cls, data: dict):
     """Rebuild a config saved with ``dataclasses.asdict``: every field type-checked, ranges validated."""
     if not isinstance(data, dict):
         raise ConfigError(f"saved config for {cls.__name__} must be an object, got {type(data).__name__}")
+    if hasattr(cls, "upgrade_saved"):   # configs saved by an older version, in its layout
+        data = cls.upgrade_saved(dict(data))
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = set(data) - names

@@ -56,6 +56,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from agents.schedule import Schedule
 from agents.protocol import AgentBase
 from agents.config import ConfigError
 from agents.networks import frozen_copy, hard_update, mlp
@@ -74,13 +75,8 @@ class DQNConfig:
     hidden: tuple[int, ...] = (50, 50)
     lr: float = 1e-3
     discount: float = 0.99
-    batch_size: int = 128
     target_period: int = 4  # learner updates between hard target copies
-    replay_capacity: int = 10_000
     sequence_length: int = 1  # one-step transitions (see module docstring)
-    learning_starts: int = 128  # actor steps before the first update
-    update_every: int = 1  # actor steps per learner update
-    updates_per_step: int = 1  # learner updates at each update point
     grad_clip: float | None = None  # max gradient norm; None: no clipping
     # epsilon-greedy
     epsilon_start: float = 1.0
@@ -102,13 +98,8 @@ class DQNConfig:
             (len(self.hidden) >= 1 and min(self.hidden) >= 1, "hidden must list positive layer widths"),
             (0 < self.lr < math.inf, "lr must be finite and > 0"),
             (0.0 <= self.discount <= 1.0, "discount must be in [0, 1]"),
-            (self.batch_size >= 1, "batch_size must be >= 1"),
             (self.target_period >= 1, "target_period must be >= 1"),
             (self.sequence_length == 1, "dqn learns from one-step transitions: sequence_length must be 1"),
-            (self.replay_capacity > self.sequence_length + 1, "replay_capacity must exceed sequence_length + 1"),
-            (self.learning_starts >= 0, "learning_starts must be >= 0"),
-            (self.update_every >= 1, "update_every must be >= 1"),
-            (self.updates_per_step >= 1, "updates_per_step must be >= 1"),
             (self.grad_clip is None or self.grad_clip > 0, "grad_clip must be > 0 (or none)"),
             (0.0 <= self.epsilon_end <= 1.0 and 0.0 <= self.epsilon_start <= 1.0, "epsilons must be in [0, 1]"),
             (self.epsilon_decay_steps >= 0, "epsilon_decay_steps must be >= 0"),
@@ -132,6 +123,9 @@ def noisy_mlp(in_dim: int, hidden, out_dim: int, sigma0: float) -> nn.Sequential
 
 class DQNAgent(AgentBase):
     Config = DQNConfig
+    # the run's replay/update schedule unless --set changes it (agents/schedule.py)
+    schedule = Schedule(replay_capacity=10_000, learning_starts=128, update_every=1, updates_per_step=1,
+                        batch_size=128)
 
     def __init__(self, observation_space: spaces.Dict, action_space: spaces.Space, config: DQNConfig,
                  device: torch.device | str = "cpu"):

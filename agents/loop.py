@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import functools
 import json
 import math
@@ -30,11 +31,12 @@ from tqdm import tqdm
 import agents
 import envs
 from agents import checkpoint
-from agents.config import ConfigError, apply_overrides, from_dict
+from agents.config import ConfigError, apply_overrides, from_dict, settable_keys
 from agents.observations import ObsLayout
 from agents.protocol import Agent, RunInterrupted, TrainingDiverged
 from agents.replay import SequenceReplay
 from agents.runlock import RunLock
+from agents.schedule import FIELDS as SCHEDULE_FIELDS, Schedule
 from agents.actors import LocalActor, RayActors
 from agents.vector import EnvPool
 
@@ -58,7 +60,7 @@ class RunConfig:
     actors: int = 0  # distributed actor processes on Ray (agents/actors.py); 0: act in the learner's process
     address: str = ""  # Ray cluster to join (auto, ray://host:port); empty: start a local one
     actor_chunk: int = 50  # steps per environment an actor takes with one copy of the weights
-
+    schedule: Schedule | None = None  # replay and updates (agents/schedule.py); None: the agent's own defaults
 
     def validate(self) -> None:
         for name in ("steps", "action_repeat", "eval_every", "eval_episodes", "checkpoint_every", "log_every",
@@ -74,18 +76,19 @@ class RunConfig:
             raise ConfigError(f"seed must be in [0, 2**32), got {self.seed}")
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ConfigError(f"device must be auto, cpu or cuda, got {self.device!r}")
+        if self.schedule is not None:
+            self.schedule.validate()
+
+    def resolved(self) -> "RunConfig":
+        """This config with its schedule filled in from the agent's defaults where it has none."""
+        if self.schedule is not None:
+            return self
+        return dataclasses.replace(self, schedule=agents.agent_class(self.agent).schedule)
 
 
 def _crossed(every: int, before: int, after: int) -> bool:
     """Whether a multiple of ``every`` lies in (before, after]: steps advance by the action repeat, not by 1."""
     return every > 0 and after // every > before // every
-
-
-def update_points(before: int, after: int, learning_starts: int, update_every: int) -> int:
-    """How many actor steps k in (before, after] are update points: k >= learning_starts and k % update_every == 0
-    (with one environment, at most one per step; with N, the same ratio over N steps at once)."""
-    low = max(before + 1, learning_starts)
-    return max(0, after // update_every - (low - 1) // update_every) if low <= after else 0
 
 
 def make_run_env(env_name: str, action_repeat: int, agent: str, agent_config, device: str, seed: int):
@@ -144,8 +147,10 @@ def write_video(writer, run_dir: Path, tag: str, frames: list[np.ndarray], step:
 
 class Trainer:
     def __init__(self, run: RunConfig, agent_config, resume_from: Path | None = None):
+        run = run.resolved()
         run.validate()
-        self.run, self.agent_config = run, agent_config
+        run.schedule.validate(agent_config.sequence_length)
+        self.run, self.agent_config, self.schedule = run, agent_config, run.schedule
         self.run_dir = Path(run.logdir)
         self.device = resolve_device(run.device)
         torch.set_num_threads(run.threads)
@@ -158,7 +163,7 @@ class Trainer:
         # discrete actions are stored as one float column holding the action index
         action_space = self.eval_env.action_space
         action_dim = action_space.shape[0] if isinstance(action_space, gym.spaces.Box) else 1
-        self.replay = SequenceReplay(agent_config.replay_capacity, self.layout.dim, action_dim,
+        self.replay = SequenceReplay(self.schedule.replay_capacity, self.layout.dim, action_dim,
                                      agent_config.sequence_length, self.rng)
         self.env_steps = self.actor_steps = self.episodes = 0
         self.source = None   # where experience comes from, while train() runs
@@ -195,7 +200,7 @@ class Trainer:
 
     def _update(self) -> dict:
         try:
-            return self.agent.update(self.replay.sample(self.agent_config.batch_size, self.device))
+            return self.agent.update(self.replay.sample(self.schedule.batch_size, self.device))
         except RuntimeError as e:   # e.g. an optimiser step that overflows: the same as a non-finite loss
             if "overflow" not in str(e) and "nan" not in str(e).lower():
                 raise
@@ -320,7 +325,7 @@ class Trainer:
             writer.close()
 
     def _loop(self, writer, source, fps: int, bar, experience) -> dict:
-        run, cfg = self.run, self.agent_config
+        run = self.run
         streams = run.num_envs * max(run.actors, 1)
         progress = self.resume_episodes if getattr(source, "resumed", False) else None
         self.episode_return = [float(r) for r in progress["returns"]] if progress else [0.0] * streams
@@ -357,14 +362,13 @@ class Trainer:
             if seen:
                 self.agent.observe(np.stack(seen))
 
-            points = update_points(actor_before, self.actor_steps, cfg.learning_starts, cfg.update_every) \
-                if self.agent.learns else 0
-            for _ in range(points * cfg.updates_per_step):
+            updates = self.schedule.updates_between(actor_before, self.actor_steps) if self.agent.learns else 0
+            for _ in range(updates):
                 metrics = self._update()
                 for k, v in metrics.items():  # floats or 0-d tensors: summed without a host sync
                     sums[k] = sums.get(k, 0.0) + (v.detach() if torch.is_tensor(v) else v)
                 count += 1
-            if points:
+            if updates:
                 source.publish(self.agent)
 
             done = self.env_steps >= run.steps
@@ -429,11 +433,21 @@ def build_run(flags: dict, overrides: dict[str, str], resume: Path | None = None
     if not flags.get("env") or not flags.get("agent"):
         raise ConfigError("--env and --agent are required (or --resume RUN_DIR); see --list")
     run_fields = {f.name for f in dataclasses.fields(RunConfig)}
-    run_overrides = {k: v for k, v in overrides.items() if k in run_fields}
-    agent_overrides = {k: v for k, v in overrides.items() if k not in run_fields}
+    valid = [*run_fields - {"schedule"}, *SCHEDULE_FIELDS, *settable_keys(agents.config_class(flags["agent"]))]
+    for key in overrides:
+        if key not in valid and key.removeprefix("schedule.") not in SCHEDULE_FIELDS \
+                and not any(k.startswith(f"{key}.") for k in valid):   # a bare section name sets its kind
+            close = difflib.get_close_matches(key, valid, n=3) or [k for k in valid if k.endswith(f".{key}")]
+            hint = f" Did you mean {', '.join(close)}?" if close else " `train.py --list` shows every key."
+            raise ConfigError(f"unknown setting {key!r} for --agent {flags['agent']}.{hint}")
+    run_overrides = {(f"schedule.{k}" if k in SCHEDULE_FIELDS else k): v for k, v in overrides.items()
+                     if k.partition(".")[0] in run_fields or k in SCHEDULE_FIELDS}
+    agent_overrides = {k: v for k, v in overrides.items() if k.partition(".")[0] not in run_fields
+                       and k not in SCHEDULE_FIELDS}
     agent_config = agents.resolve_config(flags["agent"], agent_overrides)
     logdir = logdir or f"runs/{flags['env']}-{flags['agent']}-{flags.get('seed', 0)}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run = apply_overrides(RunConfig(**flags, logdir=logdir), run_overrides)
+    run = apply_overrides(RunConfig(**flags, logdir=logdir).resolved(), run_overrides)
+    run.schedule.validate(agent_config.sequence_length)
     if any((Path(run.logdir) / name).exists() for name in ("checkpoints", "config.json")):
         raise ConfigError(f"{run.logdir} already holds a run; continue it with --resume {run.logdir} "
                           "or pick another --logdir")
@@ -464,8 +478,13 @@ def load_run_config(run_dir: Path) -> tuple[RunConfig, object]:
         raise checkpoint.CheckpointError(f"{run_dir} is not a run directory (no config.json)")
     saved = checkpoint.read_json(path)
     try:
-        if not isinstance(saved, dict) or not isinstance(saved.get("run"), dict) or "agent" not in saved:
+        if not isinstance(saved, dict) or not isinstance(saved.get("run"), dict) \
+                or not isinstance(saved.get("agent"), dict):
             raise ConfigError("it must hold the objects 'run' and 'agent'")
+        if "schedule" not in saved["run"]:   # saved before the run owned its schedule: the agent config held it
+            moved = {k: saved["agent"].pop(k) for k in SCHEDULE_FIELDS if k in saved["agent"]}
+            default = agents.agent_class(saved["run"].get("agent", "svg0")).schedule
+            saved["run"]["schedule"] = {**dataclasses.asdict(default), **moved}
         run = from_dict(RunConfig, saved["run"])
         agent_config = from_dict(agents.config_class(run.agent), saved["agent"])
     except (KeyError, TypeError, ValueError) as e:   # ConfigError is a ValueError

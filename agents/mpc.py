@@ -40,6 +40,7 @@ import torch
 
 from agents.config import ConfigError
 from agents.protocol import AgentBase
+from agents.schedule import Schedule
 from dm_control.locomotion.tasks.reference_pose.rewards import bounded_quat_dist
 
 from envs import EnvError
@@ -344,13 +345,7 @@ class PlannedTrackingEnv(gym.Wrapper):
 
 @dataclasses.dataclass(frozen=True)
 class MPCAgentConfig(MPCConfig):
-    # the run loop's replay settings; the planner does not learn, so nothing is ever sampled from it
-    replay_capacity: int = 1000
-    sequence_length: int = 1
-    learning_starts: int = 0
-    update_every: int = 1
-    updates_per_step: int = 1
-    batch_size: int = 1
+    sequence_length: int = 1   # the run loop's replay unit; the planner never samples it
 
 
 class MPCAgent(AgentBase):
@@ -359,6 +354,7 @@ class MPCAgent(AgentBase):
 
     Config = MPCAgentConfig
     learns = False
+    schedule = Schedule(replay_capacity=1000, learning_starts=0, update_every=1, updates_per_step=1, batch_size=1)
 
     def __init__(self, observation_space, action_space, config: MPCAgentConfig, device):
         config.validate()

@@ -11,6 +11,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
+from agents.schedule import Schedule
+
 
 class TrainingDiverged(RuntimeError):
     """A loss, a metric or an action became NaN/inf; the last checkpoint is left untouched."""
@@ -34,6 +36,7 @@ class RunInterrupted(Exception):
 class Agent(Protocol):
     updates: int  # learner updates so far (checkpointed)
     learns: bool  # whether the loop calls ``update`` at all
+    schedule: Schedule  # the replay/update schedule it was measured with: a run's default (agents/schedule.py)
 
     def act(self, obs: np.ndarray, deterministic: bool = False) -> tuple[Any, float]:
         """An action for one flat observation and its behaviour log-probability log mu(a|s)."""

@@ -18,6 +18,11 @@ import torch
 _FIELDS = ("obs", "action", "behaviour_log_prob", "reward", "discount", "has_action", "write_id", "next_id")
 
 
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The mean of ``x`` over the valid steps of replayed sequences (``mask`` from ``SequenceReplay.sample``)."""
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
 class SequenceReplay:
     def __init__(self, capacity: int, obs_dim: int, action_dim: int, sequence_length: int,
                  rng: np.random.Generator | None = None):

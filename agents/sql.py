@@ -46,11 +46,12 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from torch import nn
 
+from agents.schedule import Schedule
 from agents.protocol import AgentBase
 from agents.config import ConfigError, box_action_dim
 from agents.networks import QNetwork, frozen_copy, hard_update
 from agents.observations import ObsLayout
-from agents.svg0 import masked_mean
+from agents.replay import masked_mean
 from inference.stein import RBF, MLPSampler, amortised_svgd_step
 
 
@@ -70,11 +71,6 @@ class SQLConfig:
     eval_draws: int = 32  # deterministic act: best of this many sampler draws under Q
     target_period: int = 1000  # updates between hard copies of the target Q network
     sequence_length: int = 1
-    batch_size: int = 64  # sequences per update
-    replay_capacity: int = 1_000_000
-    learning_starts: int = 100
-    update_every: int = 1
-    updates_per_step: int = 1  # learner updates at each update point
 
     def validate(self) -> None:
         checks = [
@@ -90,11 +86,6 @@ class SQLConfig:
             (self.eval_draws >= 1, "eval_draws must be >= 1"),
             (self.target_period >= 1, "target_period must be >= 1"),
             (self.sequence_length >= 1, "sequence_length must be >= 1"),
-            (self.batch_size >= 1, "batch_size must be >= 1"),
-            (self.replay_capacity > self.sequence_length + 1, "replay_capacity must exceed sequence_length + 1"),
-            (self.learning_starts >= 0, "learning_starts must be >= 0"),
-            (self.update_every >= 1, "update_every must be >= 1"),
-            (self.updates_per_step >= 1, "updates_per_step must be >= 1"),
         ]
         for ok, message in checks:
             if not ok:
@@ -114,6 +105,9 @@ def soft_value(q_values: torch.Tensor, alpha: float, action_dim: int) -> torch.T
 
 class SQLAgent(AgentBase):
     Config = SQLConfig
+    # the run's replay/update schedule unless --set changes it (agents/schedule.py): the authors' example's
+    schedule = Schedule(replay_capacity=1_000_000, learning_starts=100, update_every=1, updates_per_step=1,
+                        batch_size=64)
 
     def __init__(self, observation_space: spaces.Dict, action_space: spaces.Space, config: SQLConfig,
                  device: torch.device | str = "cpu"):

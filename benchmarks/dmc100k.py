@@ -46,12 +46,21 @@ def _eval_seed(seed: int) -> int:
 
 
 def svg0_config(overrides: dict[str, str] | None = None) -> dict:
-    """The resolved svg0 settings of a run (library defaults plus ``--svg0-set`` overrides), as saved with it."""
+    """The resolved svg0 settings of a run (library defaults plus ``--svg0-set`` overrides): the agent's config and
+    the run's schedule, in the flat layout saved with runs before the schedule and svg0's parts had their own
+    sections, so that the runs measured then still count."""
     import dataclasses
 
     import agents
+    from agents.svg0 import SVG0Config
 
-    return json.loads(json.dumps(dataclasses.asdict(agents.resolve_config("svg0", overrides or {}))))
+    config, schedule = agents.resolve("svg0", overrides or {})
+    nested = dataclasses.asdict(config)
+    flat = {k: v for k, v in nested.items() if k not in ("prior", "exploration")}
+    for old, new in SVG0Config.MOVED.items():
+        section, field = new.split(".")
+        flat[old] = nested[section][field]
+    return json.loads(json.dumps({**flat, **dataclasses.asdict(schedule)}))
 
 
 def run_svg0(task: str, repeat: int, seed: int, budget: int, overrides: dict[str, str], run_root: Path) -> dict:
@@ -63,10 +72,10 @@ def run_svg0(task: str, repeat: int, seed: int, budget: int, overrides: dict[str
     from agents.loop import RunConfig, Trainer, load_run_config
 
     run_dir = run_root / f"{task}-svg0-{seed}"
-    config = agents.resolve_config("svg0", overrides)
+    config, schedule = agents.resolve("svg0", overrides)
     run = RunConfig(env=task, agent="svg0", steps=budget, seed=seed, action_repeat=repeat, device="cpu",
                     logdir=str(run_dir), eval_every=budget, eval_episodes=EVAL_EPISODES,
-                    checkpoint_every=max(budget // 10, 1000), log_every=max(budget // 20, 1000))
+                    checkpoint_every=max(budget // 10, 1000), log_every=max(budget // 20, 1000), schedule=schedule)
     resume, wall_before = None, 0.0
     if (run_dir / "checkpoints" / "latest").exists():
         try:
@@ -190,7 +199,7 @@ def throughput(task: str = "walker-walk", n: int = 2000) -> dict:
             env.reset()
     env_rate = n * repeat / (time.perf_counter() - start)
 
-    config = agents.resolve_config("svg0", {})
+    config, schedule = agents.resolve("svg0", {})
     agent = agents.make("svg0", env.observation_space, env.action_space, config)
     layout = ObsLayout(env.observation_space)
     replay = SequenceReplay(10_000, layout.dim, env.action_space.shape[0], config.sequence_length,
@@ -208,7 +217,7 @@ def throughput(task: str = "walker-walk", n: int = 2000) -> dict:
     updates = 100
     start = time.perf_counter()
     for _ in range(updates):
-        agent.update(replay.sample(config.batch_size))
+        agent.update(replay.sample(schedule.batch_size))
     svg0_rate = updates / (time.perf_counter() - start)
 
     flat = gym.wrappers.FlattenObservation(envs.make(task, seed=0, action_repeat=repeat))
@@ -218,8 +227,8 @@ def throughput(task: str = "walker-walk", n: int = 2000) -> dict:
     model.train(gradient_steps=updates, batch_size=model.batch_size)
     sac_rate = updates / (time.perf_counter() - start)
     return {"task": task, "raw_env_steps_per_s": env_rate, "svg0_updates_per_s": svg0_rate,
-            "svg0_transitions_per_update": config.batch_size * config.sequence_length,
-            "svg0_update_every": config.update_every,
+            "svg0_transitions_per_update": schedule.batch_size * config.sequence_length,
+            "svg0_update_every": schedule.update_every,
             "sac_updates_per_s": sac_rate, "sac_transitions_per_update": model.batch_size}
 
 

@@ -80,9 +80,9 @@ def run_deep_sea(size: int, method: str, seed: int, episodes: int, overrides: di
     torch.manual_seed(seed)
     env = envs.make(f"deep-sea-{size}", seed=seed, mapping_seed=seed)
     layout = ObsLayout(env.observation_space)
-    config = agents.resolve_config("dqn", {**BENCH_OVERRIDES, **(overrides or {}), "exploration": method})
+    config, schedule = agents.resolve("dqn", {**BENCH_OVERRIDES, **(overrides or {}), "exploration": method})
     agent = agents.make("dqn", env.observation_space, env.action_space, config)
-    replay = SequenceReplay(config.replay_capacity, layout.dim, 1, config.sequence_length,
+    replay = SequenceReplay(schedule.replay_capacity, layout.dim, 1, config.sequence_length,
                             np.random.default_rng(seed))
     rewarded, steps, start = [], 0, time.perf_counter()
     for _ in range(episodes):
@@ -99,8 +99,8 @@ def run_deep_sea(size: int, method: str, seed: int, episodes: int, overrides: di
             replay.add(action, log_prob, reward, terminated, flat, done)
             got_goal |= reward > 0.5  # the +1 (move costs are 0.01/N)
             steps += 1
-            if steps >= config.learning_starts and steps % config.update_every == 0:
-                agent.update(replay.sample(config.batch_size))
+            for _ in range(schedule.updates_between(steps - 1, steps)):
+                agent.update(replay.sample(schedule.batch_size))
         rewarded.append(got_goal)
         if stop_after_first and got_goal:
             break

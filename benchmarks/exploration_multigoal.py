@@ -70,9 +70,10 @@ def train_and_roll_out(agent_name: str, seed: int, steps: int, episodes: int, ov
 
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as logdir:
+        config, schedule = agents.resolve(agent_name, overrides)
         run = RunConfig(env="multigoal", agent=agent_name, steps=steps, seed=seed, device="cpu", logdir=logdir,
-                        eval_every=steps, eval_episodes=1, checkpoint_every=steps, log_every=steps)
-        trainer = Trainer(run, agents.resolve_config(agent_name, overrides))
+                        eval_every=steps, eval_episodes=1, checkpoint_every=steps, log_every=steps, schedule=schedule)
+        trainer = Trainer(run, config)
         start = time.perf_counter()
         trainer.train()
         wall = time.perf_counter() - start

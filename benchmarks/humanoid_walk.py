@@ -66,9 +66,10 @@ def main() -> None:
                 raise ConfigError("the run exists; its settings cannot change (pass another --run-dir)")
             resume = checkpoint.latest(args.run_dir / "checkpoints")
         else:
-            config, resume = agents.resolve_config("svg0", overrides), None
+            (config, schedule), resume = agents.resolve("svg0", overrides), None
             run = RunConfig(env=TASK, agent="svg0", steps=BUDGET, seed=args.seed, action_repeat=REPEAT,
-                            logdir=str(args.run_dir), eval_every=20_000, eval_episodes=5, checkpoint_every=20_000)
+                            logdir=str(args.run_dir), eval_every=20_000, eval_episodes=5, checkpoint_every=20_000,
+                            schedule=schedule)
         # a resumed run stored the step bound of its last leg; the legs below set their own bounds
         run = dataclasses.replace(run, actors=args.actors, steps=BUDGET)
         trainer = Trainer(run, config, resume_from=resume)

@@ -42,12 +42,12 @@ DOCS = ROOT / "docs" / "priors.md"
 WINDOW = 10
 NOTES_MARKER = "<!-- notes: kept when the table above is regenerated -->"
 # Budget-driven settings for every run (see the module docstring); everything else is svg0's default.
-COMMON = {"hidden": "128,128", "prior_hidden": "128,128", "update_every": "4", "learning_starts": "1000"}
+COMMON = {"hidden": "128,128", "prior.hidden": "128,128", "update_every": "4", "learning_starts": "1000"}
 THRESHOLDS = {"ant-go-to-target": 15.0, "jumping_ball-go-to-target": 15.0, "ant-walk": 10.0}
 
 NO_PRIOR = {}
-PRIOR_PROPRIO = {"prior": "mlp", "prior_obs": "proprio"}
-PRIOR_ALL = {"prior": "mlp", "prior_obs": "proprio,task"}
+PRIOR_PROPRIO = {"prior": "mlp", "prior.obs": "proprio"}
+PRIOR_ALL = {"prior": "mlp", "prior.obs": "proprio,task"}
 
 
 def experiments(steps: int, source_steps: int, workdir: Path) -> dict[str, dict]:
@@ -67,10 +67,10 @@ def experiments(steps: int, source_steps: int, workdir: Path) -> dict[str, dict]
             "sources": {walk_prior: ("ant-walk", PRIOR_PROPRIO)},
             "conditions": {
                 "scratch (no prior)": ("ant-go-to-target", NO_PRIOR),
-                "walk prior, frozen": ("ant-go-to-target", {**PRIOR_PROPRIO, "prior_init": str(walk_prior),
-                                                             "prior_trainable": "false"})}},
+                "walk prior, frozen": ("ant-go-to-target", {**PRIOR_PROPRIO, "prior.init": str(walk_prior),
+                                                             "prior.trainable": "false"})}},
         "4_latent_space_reuse": {
-            "sources": {walk_latent: ("ant-walk", {"prior": "latent", "prior_obs": "proprio"})},
+            "sources": {walk_latent: ("ant-walk", {"prior": "latent", "prior.obs": "proprio"})},
             "conditions": {
                 "scratch (no prior)": ("ant-walk", NO_PRIOR),
                 "latent space as action space": ("ant-walk", {"latent_controller": str(walk_latent)})}},
@@ -121,6 +121,12 @@ def summarise(spec: dict, runs: dict, seeds: list[int], steps: int) -> dict:
 
 
 def _key(env: str, overrides: dict, seed: int, steps: int) -> str:
+    """A run's name in the results file; settings keep the flat names they had before svg0's config sections, so
+    runs measured then are still found."""
+    from agents.svg0 import SVG0Config
+
+    flat = {new: old for old, new in SVG0Config.MOVED.items()}
+    overrides = {flat.get(k, k): v for k, v in overrides.items()}
     settings = ",".join(f"{k}={v}" for k, v in sorted(overrides.items()) if k not in ("prior_init", "latent_controller"))
     source = "source" if "prior_init" in overrides or "latent_controller" in overrides else ""
     return f"{env}|{settings}|{source}|seed={seed}|steps={steps}"

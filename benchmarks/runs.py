@@ -21,11 +21,12 @@ def train_and_read(env: str, agent: str, seed: int, steps: int, overrides: dict[
     from agents.loop import RunConfig, Trainer
 
     torch.set_num_threads(1)
+    config, schedule = agents.resolve(agent, overrides)
     run = RunConfig(env=env, agent=agent, steps=steps, seed=seed, action_repeat=action_repeat, device="cpu",
                     logdir=str(logdir), eval_every=steps, eval_episodes=eval_episodes, checkpoint_every=steps,
-                    log_every=1000)
+                    log_every=1000, schedule=schedule)
     start = time.perf_counter()
-    result = Trainer(run, agents.resolve_config(agent, overrides)).train()
+    result = Trainer(run, config).train()
     wall = time.perf_counter() - start
     events = EventAccumulator(str(logdir), size_guidance={"scalars": 0})
     events.Reload()

@@ -43,13 +43,13 @@ def measure(task: str, repeat: int, actor_steps: int, overrides: dict[str, str],
     from agents.loop import RunConfig, Trainer, evaluate
 
     torch.set_num_threads(1)
-    config = agents.resolve_config("svg0", {"learning_starts": "200", **overrides})
+    config, schedule = agents.resolve("svg0", {"learning_starts": "200", **overrides})
 
     # the full loop first (it also fills a replay the raw update timing can sample from)
     with tempfile.TemporaryDirectory() as logdir:
         run = RunConfig(env=task, agent="svg0", steps=actor_steps * repeat, seed=seed, action_repeat=repeat,
                         device="cpu", logdir=logdir, eval_every=10**9, eval_episodes=1, log_every=1000,
-                        checkpoint_every=10**9)
+                        checkpoint_every=10**9, schedule=schedule)
         trainer = Trainer(run, config)
         start = time.perf_counter()
         trainer.train()
@@ -63,7 +63,7 @@ def measure(task: str, repeat: int, actor_steps: int, overrides: dict[str, str],
 
         start = time.perf_counter()
         for _ in range(updates):
-            agent.update(replay.sample(config.batch_size))
+            agent.update(replay.sample(schedule.batch_size))
         update_s = time.perf_counter() - start
 
     env = envs.make(task, seed=seed, action_repeat=repeat)
@@ -90,11 +90,11 @@ def with_actors(task: str, repeat: int, actor_steps: int, overrides: dict[str, s
     from agents.loop import RunConfig, Trainer
 
     torch.set_num_threads(1)
-    config = agents.resolve_config("svg0", {"learning_starts": "200", **overrides})
+    config, schedule = agents.resolve("svg0", {"learning_starts": "200", **overrides})
     with tempfile.TemporaryDirectory() as logdir:
         run = RunConfig(env=task, agent="svg0", steps=actor_steps * repeat, seed=0, action_repeat=repeat,
                         device="cpu", logdir=logdir, eval_every=10**9, eval_episodes=1, log_every=1000,
-                        checkpoint_every=10**9, actors=actors)
+                        checkpoint_every=10**9, actors=actors, schedule=schedule)
         trainer = Trainer(run, config)
         source = trainer.experience_source()  # start Ray and the actors outside the timed part
         import ray

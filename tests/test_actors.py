@@ -11,7 +11,7 @@ from agents.loop import make_run_env
 from tests.test_cli import assert_one_line_error, scalars
 from tests.conftest import run_cli
 
-SMALL = {"hidden": "16,16", "batch_size": "4"}
+SMALL = {"hidden": "16,16"}
 
 
 @pytest.fixture(scope="module")

@@ -54,7 +54,8 @@ def test_train_writes_events_checkpoint_config_and_resumes(cli, tmp_path):
                  "--logdir", run_dir, "--eval-every", 600, "--checkpoint-every", 600, *FAST)
     assert result.returncode == 0, result.stderr
     config = json.loads((run_dir / "config.json").read_text())
-    assert config["run"]["env"] == "cartpole-swingup" and config["agent"]["batch_size"] == 8
+    assert config["run"]["env"] == "cartpole-swingup" and config["run"]["schedule"]["batch_size"] == 8
+    assert config["agent"]["exploration"]["kind"] == "none" and "batch_size" not in config["agent"]
     assert config["agent"]["hidden"] == [32, 32]
     assert (run_dir / "checkpoints" / "latest").read_text().strip() == "step-000001200"
     tags = scalars(run_dir)

@@ -136,7 +136,9 @@ CONFIG_TAMPERING = {
     "steps as a string": (("run", "eval_every"), "x", "eval_every"),
     "negative interval": (("run", "checkpoint_every"), -5, "checkpoint_every"),
     "flag as a string": (("agent", "entropy_auto"), "no", "entropy_auto"),
-    "fractional int": (("agent", "batch_size"), 8.5, "batch_size"),
+    "fractional int": (("run", "schedule", "batch_size"), 8.5, "batch_size"),
+    "schedule out of range": (("run", "schedule", "update_every"), 0, "update_every"),
+    "section field as a string": (("agent", "exploration", "ensemble_size"), "five", "ensemble_size"),
     "learning rate out of range": (("agent", "policy_lr"), 1e39, "policy_lr"),
     "unknown agent": (("run", "agent"), "svg9", "svg9"),
 }
@@ -144,9 +146,12 @@ CONFIG_TAMPERING = {
 
 @pytest.mark.parametrize("case", sorted(CONFIG_TAMPERING))
 def test_config_json_fields_are_validated(capsys, run_copy, case):
-    (section, key), value, fragment = CONFIG_TAMPERING[case]
+    path, value, fragment = CONFIG_TAMPERING[case]
     config = json.loads((run_copy / "config.json").read_text())
-    config[section][key] = value
+    inner = config
+    for key in path[:-1]:
+        inner = inner[key]
+    inner[path[-1]] = value
     (run_copy / "config.json").write_text(json.dumps(config))
     assert_error(capsys, ["--resume", run_copy, "--steps", 400], "config.json", fragment)
 

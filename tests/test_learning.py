@@ -25,9 +25,10 @@ def test_svg0_solves_cartpole_balance(tmp_path):
 
     With the default two actor steps per update the same return needs about twice the actor steps.
     """
+    config, schedule = agents.resolve("svg0", {"learning_starts": "200", "update_every": "1"})
     run = RunConfig(env="cartpole-balance", agent="svg0", steps=36_000, seed=0, action_repeat=4, device="cpu",
-                    logdir=str(tmp_path), eval_every=36_000, eval_episodes=2, checkpoint_every=36_000)
-    config = agents.resolve_config("svg0", {"learning_starts": "200", "update_every": "1"})
+                    logdir=str(tmp_path), eval_every=36_000, eval_episodes=2, checkpoint_every=36_000,
+                    schedule=schedule)
     result = Trainer(run, config).train()
     random_return = random_policy_return("cartpole-balance", 4)
     print(f"svg0 eval return {result['eval_return']:.1f}, random policy {random_return:.1f}")

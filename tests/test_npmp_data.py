@@ -12,6 +12,7 @@ import torch
 
 from agents.config import ConfigError
 from agents.loop import RunConfig, Trainer
+from agents.schedule import Schedule
 from agents.svg0 import SVG0Config
 from pipelines.npmp import data
 from priors.npmp import NPMP, NPMPConfig
@@ -28,8 +29,9 @@ def experts(tmp_path_factory):
     dirs = []
     for i, (family, snippet) in enumerate(zip(FAMILIES, SNIPPETS)):
         run = RunConfig(env=f"{family}:{snippet}", agent="svg0", steps=150, seed=i, device="cpu",
-                        logdir=str(root / snippet), eval_every=10_000, eval_episodes=1, checkpoint_every=10_000)
-        config = SVG0Config(hidden=(32, 32), batch_size=4, learning_starts=50, update_every=4, replay_capacity=1000)
+                        logdir=str(root / snippet), eval_every=10_000, eval_episodes=1, checkpoint_every=10_000,
+                        schedule=Schedule(replay_capacity=1000, learning_starts=50, update_every=4, batch_size=4))
+        config = SVG0Config(hidden=(32, 32))
         Trainer(run, config).train()
         dirs.append(root / snippet)
     return dirs

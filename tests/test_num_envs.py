@@ -6,7 +6,7 @@ import signal
 import numpy as np
 import pytest
 
-from agents.loop import update_points
+from agents.schedule import Schedule
 from agents.replay import SequenceReplay
 from agents.vector import EnvPool, EnvWorkerError
 from tests.conftest import run_cli
@@ -41,10 +41,13 @@ def test_interleaved_streams_keep_their_own_sequences():
 
 
 def test_update_points_keep_the_ratio_for_any_number_of_envs():
-    assert [update_points(k - 1, k, 3, 2) for k in range(1, 9)] == [0, 0, 0, 1, 0, 1, 0, 1]
-    assert update_points(0, 8, 3, 2) == 3 and update_points(8, 16, 3, 2) == 4 and update_points(0, 2, 3, 1) == 0
-    single = sum(update_points(k - 1, k, 5, 3) for k in range(1, 101))
-    assert sum(update_points(k - 4, k, 5, 3) for k in range(4, 101, 4)) == single
+    every2 = Schedule(learning_starts=3, update_every=2)
+    assert [every2.updates_between(k - 1, k) for k in range(1, 9)] == [0, 0, 0, 1, 0, 1, 0, 1]
+    assert every2.updates_between(0, 8) == 3 and every2.updates_between(8, 16) == 4
+    assert Schedule(learning_starts=3, update_every=1).updates_between(0, 2) == 0
+    every3 = Schedule(learning_starts=5, update_every=3, updates_per_step=2)
+    single = sum(every3.updates_between(k - 1, k) for k in range(1, 101))
+    assert single == 2 * 32 and sum(every3.updates_between(k - 4, k) for k in range(4, 101, 4)) == single
 
 
 def _counter_env(seed):

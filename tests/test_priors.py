@@ -14,6 +14,7 @@ from gymnasium import spaces
 import priors
 from agents.config import ConfigError
 from agents.distributions import SquashedGaussian
+from agents.behaviour_prior import PriorSection
 from agents.svg0 import SVG0Agent, SVG0Config
 from priors.models import PriorConfig, gaussian_kl
 from priors.reuse import LatentActionEnv
@@ -23,8 +24,9 @@ OBS = spaces.Dict({"proprio": spaces.Box(-np.inf, np.inf, (5,), np.float32),
 ACTIONS = spaces.Box(-1.0, 1.0, (2,), np.float32)
 
 
-def agent(prior="mlp", **overrides) -> SVG0Agent:
-    config = SVG0Config(hidden=(32, 32), prior=prior, prior_hidden=(32, 32), **overrides)
+def agent(prior="mlp", core=None, **section) -> SVG0Agent:
+    """svg0 with a ``prior`` of that kind; ``section``: the prior's settings, ``core``: svg0's own."""
+    config = SVG0Config(hidden=(32, 32), prior=PriorSection(kind=prior, hidden=(32, 32), **section), **(core or {}))
     return SVG0Agent(OBS, ACTIONS, config)
 
 
@@ -59,38 +61,40 @@ def test_prior_gets_gradients_only_from_its_own_loss_and_the_policy_none_from_it
     def grads(module):
         return [p.grad for p in module.parameters()]
 
-    loss, _ = a.prior_loss(b)
+    loss, _ = a.behaviour_prior.loss(b, a.policy)
     loss.backward()
-    assert all(g is not None and g.abs().sum() > 0 for g in grads(a.prior))
+    assert all(g is not None and g.abs().sum() > 0 for g in grads(a.behaviour_prior.prior))
     assert all(g is None for g in grads(a.policy)) and all(g is None for g in grads(a.critic))
-    a.prior.zero_grad(set_to_none=True)
+    a.behaviour_prior.prior.zero_grad(set_to_none=True)
 
     policy_loss, _, metrics = a.policy_loss(b)
     policy_loss.backward()
     assert "prior/kl_policy_term" in metrics
     assert all(g is not None for g in grads(a.policy))
-    assert all(g is None for g in grads(a.prior)) and all(g is None for g in grads(a.target_prior))
+    part = a.behaviour_prior
+    assert all(g is None for g in grads(part.prior)) and all(g is None for g in grads(part.target_prior))
 
     targets, metrics = a.retrace_targets(b)
     assert not targets.requires_grad and "prior/kl_target" in metrics
 
 
 def test_update_changes_the_prior_and_the_target_prior_only_every_period():
-    a = agent(target_period=2)
-    before = [p.clone() for p in a.prior.parameters()]
+    a = agent(core={"target_period": 2})
+    before = [p.clone() for p in a.behaviour_prior.prior.parameters()]
     a.update(batch())
-    assert any(not torch.equal(p, q) for p, q in zip(a.prior.parameters(), before))
-    assert all(torch.equal(p, q) for p, q in zip(a.target_prior.parameters(), before))
+    assert any(not torch.equal(p, q) for p, q in zip(a.behaviour_prior.prior.parameters(), before))
+    assert all(torch.equal(p, q) for p, q in zip(a.behaviour_prior.target_prior.parameters(), before))
     metrics = a.update(batch(seed=1))
-    assert all(torch.equal(p, q) for p, q in zip(a.target_prior.parameters(), a.prior.parameters()))
+    part = a.behaviour_prior
+    assert all(torch.equal(p, q) for p, q in zip(part.target_prior.parameters(), part.prior.parameters()))
     assert {"loss/prior", "prior/kl_online", "prior/kl_target"} <= set(metrics)
 
 
 def test_a_frozen_prior_does_not_move():
-    a = agent(prior_trainable=False)
-    before = [p.clone() for p in a.prior.parameters()]
+    a = agent(trainable=False)
+    before = [p.clone() for p in a.behaviour_prior.prior.parameters()]
     a.update(batch())
-    assert all(torch.equal(p, q) for p, q in zip(a.prior.parameters(), before))
+    assert all(torch.equal(p, q) for p, q in zip(a.behaviour_prior.prior.parameters(), before))
 
 
 @pytest.mark.parametrize("kind", ["mlp", "lstm", "latent"])
@@ -102,21 +106,21 @@ def test_the_prior_sees_exactly_the_configured_observation_groups(kind):
     def prior_kl(a, data):
         torch.manual_seed(1)  # the latent prior samples z
         dist = a.policy(b["obs"][:, :4])  # the same policy distribution for both
-        kl, _ = a._prior_kl(a.prior, data, dist)
+        kl, _ = a.behaviour_prior.kl(a.behaviour_prior.prior, data, dist)
         return kl
 
-    asymmetric = agent(kind, prior_obs=("proprio",))
-    assert asymmetric.prior.config.obs_dim == 5
+    asymmetric = agent(kind, obs=("proprio",))
+    assert asymmetric.behaviour_prior.prior.config.obs_dim == 5
     torch.testing.assert_close(prior_kl(asymmetric, b), prior_kl(asymmetric, changed), rtol=0, atol=0)
-    symmetric = agent(kind, prior_obs=("proprio", "task"))
+    symmetric = agent(kind, obs=("proprio", "task"))
     assert not torch.allclose(prior_kl(symmetric, b), prior_kl(symmetric, changed))
 
 
 def test_unknown_prior_groups_and_kinds_fail_clearly():
-    with pytest.raises(ConfigError, match="prior_obs"):
-        agent(prior_obs=("vision",))
-    with pytest.raises(ConfigError, match="prior must be"):
-        SVG0Config(prior="gmm").validate()
+    with pytest.raises(ConfigError, match="prior.obs"):
+        agent(obs=("vision",))
+    with pytest.raises(ConfigError, match="prior.kind must be"):
+        SVG0Config(prior=PriorSection(kind="gmm")).validate()
 
 
 def test_ar1_latent_chain_has_a_standard_normal_marginal():
@@ -188,28 +192,28 @@ def test_a_saved_prior_loads_into_another_run_bit_for_bit(tmp_path, kind):
     trained.export_artifacts(tmp_path)
     meta = json.loads((tmp_path / "prior" / "meta.json").read_text())
     assert meta["obs_groups"] == {"proprio": 5} and meta["config"]["kind"] == kind
-    loaded = agent(kind, prior_init=str(tmp_path))  # a run directory or the prior directory itself
-    for (name, x), (_, y) in zip(trained.prior.state_dict().items(), loaded.prior.state_dict().items()):
-        assert torch.equal(x, y), name
-    for (name, x), (_, y) in zip(trained.prior.state_dict().items(), loaded.target_prior.state_dict().items()):
-        assert torch.equal(x, y), name
+    loaded = agent(kind, init=str(tmp_path))  # a run directory or the prior directory itself
+    saved = trained.behaviour_prior.prior.state_dict()
+    for copy in (loaded.behaviour_prior.prior, loaded.behaviour_prior.target_prior):
+        for (name, x), (_, y) in zip(saved.items(), copy.state_dict().items()):
+            assert torch.equal(x, y), name
 
 
 def test_bad_prior_files_fail_with_one_clear_error(tmp_path):
     trained = agent("mlp")
     trained.export_artifacts(tmp_path)
     with pytest.raises(ConfigError, match="latent prior|holds a mlp"):
-        agent("latent", prior_init=str(tmp_path))
+        agent("latent", init=str(tmp_path))
     with pytest.raises(ConfigError, match="observation groups"):
-        agent("mlp", prior_init=str(tmp_path), prior_obs=("proprio", "task"))
+        agent("mlp", init=str(tmp_path), obs=("proprio", "task"))
     weights = tmp_path / "prior" / "weights.safetensors"
     weights.write_bytes(weights.read_bytes()[:-8] + b"garbage!")
     with pytest.raises(ConfigError, match="corrupt"):
-        agent("mlp", prior_init=str(tmp_path))
+        agent("mlp", init=str(tmp_path))
     with pytest.raises(ConfigError, match="neither a saved prior"):
-        agent("mlp", prior_init=str(tmp_path / "nowhere"))
+        agent("mlp", init=str(tmp_path / "nowhere"))
     with pytest.raises(ConfigError, match="needs a prior kind"):
-        SVG0Config(prior_init=str(tmp_path)).validate()
+        SVG0Config(prior=PriorSection(init=str(tmp_path))).validate()
 
 
 def test_latent_space_reuse_acts_through_the_frozen_decoder(tmp_path):
@@ -240,8 +244,8 @@ def test_train_cli_multitask_ant_with_an_asymmetric_prior_logs_kl_and_per_task_r
 
     run_dir = tmp_path / "run"
     result = cli("--env", "ant-multitask", "--agent", "svg0", "--steps", "1300", "--logdir", str(run_dir),
-                 "--set", "prior=mlp", "--set", "prior_obs=proprio", "--set", "hidden=32,32",
-                 "--set", "prior_hidden=32,32", "--set", "learning_starts=900", "--set", "update_every=4",
+                 "--set", "prior=mlp", "--set", "prior.obs=proprio", "--set", "hidden=32,32",
+                 "--set", "prior.hidden=32,32", "--set", "learning_starts=900", "--set", "update_every=4",
                  "--set", "batch_size=8", "--eval-episodes", "1", "--set", "log_every=100")
     assert result.returncode == 0, result.stderr
     tags = scalars(run_dir)

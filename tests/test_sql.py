@@ -18,10 +18,12 @@ ACT = spaces.Box(-1, 1, (2,), np.float32)
 CENTRES = torch.tensor([[0.5, 0.5], [-0.5, -0.5]])
 
 
-def make_agent(**overrides):
-    config = agents.resolve_config("sql", {"hidden": "16,16", "sampler_hidden": "16", "batch_size": "8",
+def make_agent(batch_size=8, **overrides):
+    config = agents.resolve_config("sql", {"hidden": "16,16", "sampler_hidden": "16",
                                            **{k: str(v) for k, v in overrides.items()}})
-    return agents.make("sql", OBS, ACT, config)
+    agent = agents.make("sql", OBS, ACT, config)
+    agent.test_batch_size = batch_size   # what batch_for samples
+    return agent
 
 
 class FixedQ(nn.Module):
@@ -49,7 +51,7 @@ def batch_for(agent, terminal_every=5, seed=0):
             action, log_prob = agent.act(rng.normal(size=3).astype(np.float32))
             last = t == terminal_every - 1
             replay.add(action, log_prob, rng.normal(), last, rng.normal(size=3).astype(np.float32), last)
-    return replay.sample(agent.config.batch_size)
+    return replay.sample(agent.test_batch_size)
 
 
 # -- the soft value, eq. 10 ----------------------------------------------------------------------------------------

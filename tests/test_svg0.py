@@ -14,7 +14,7 @@ ACT = spaces.Box(-1, 1, (2,), np.float32)
 
 
 def make_agent(**overrides):
-    config = agents.resolve_config("svg0", {"hidden": "16,16", "batch_size": "4", **overrides})
+    config = agents.resolve_config("svg0", {"hidden": "16,16", **overrides})
     return agents.make("svg0", OBS, ACT, config)
 
 

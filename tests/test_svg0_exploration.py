@@ -8,17 +8,19 @@ import torch
 from gymnasium import spaces
 
 from agents.config import ConfigError
-from agents.svg0 import CUT_TRACES, SVG0Agent, SVG0Config
+from agents.exploration import CUT_TRACES, ExplorationSection
+from agents.svg0 import SVG0Agent, SVG0Config
 from inference.layers import NoisyLinear, fixed_bootstrap_mask, ucb_action
 
 OBS = spaces.Dict({"proprio": spaces.Box(-np.inf, np.inf, (4,), np.float32)})
 ACTIONS = spaces.Box(-1.0, 1.0, (2,), np.float32)
 
 
-def agent(exploration, **overrides) -> SVG0Agent:
-    # raw observations: these tests recompute the agent's choices from the states they feed it
-    return SVG0Agent(OBS, ACTIONS, SVG0Config(hidden=(16, 16), exploration=exploration, batch_size=4, obs_norm=False,
-                                              **overrides))
+def agent(kind, core=None, **section) -> SVG0Agent:
+    """svg0 exploring by ``kind``; ``section``: the exploration settings, ``core``: svg0's own. Raw observations:
+    these tests recompute the agent's choices from the states they feed it."""
+    return SVG0Agent(OBS, ACTIONS, SVG0Config(hidden=(16, 16), exploration=ExplorationSection(kind=kind, **section),
+                                              obs_norm=False, **(core or {})))
 
 
 def batch(write_id=None, B=4, K=3, seed=0):
@@ -62,9 +64,9 @@ def test_noisy_resets_noise_only_where_documented_and_evaluates_without_noise():
 
 
 def test_bootstrap_heads_train_only_on_their_masked_transitions():
-    a = agent("bootstrap", ensemble_size=3, learning_starts=0)
+    a = agent("bootstrap", ensemble_size=3)
     ids = torch.arange(5000)
-    masks = fixed_bootstrap_mask(ids, 3, a.config.mask_prob, a.mask_salt)
+    masks = fixed_bootstrap_mask(ids, 3, a.config.exploration.mask_prob, a.exploration.mask_salt)
     chosen = ids[(masks[:, 0] == 0) & (masks[:, 1] == 1)][:12].reshape(4, 3)  # head 0 sees none of them
     def head(k):  # head k's slice of every batched parameter of the critic
         return [p[k].detach().clone() for p in a.critic.body.parameters()]
@@ -73,13 +75,12 @@ def test_bootstrap_heads_train_only_on_their_masked_transitions():
     a.update(batch(write_id=chosen))
     assert same(before[0], head(0))
     assert not same(before[1], head(1))
-    torch.testing.assert_close(a.bootstrap_masks(batch(write_id=chosen)),
-                               fixed_bootstrap_mask(chosen, 3, a.config.mask_prob, a.mask_salt))
+    torch.testing.assert_close(a.exploration.critic_weights(batch(write_id=chosen)), masks[chosen])
 
 
 @pytest.mark.parametrize("exploration", ["bootstrap", "ucb"])
 def test_randomised_prior_networks_stay_frozen(exploration):
-    a = agent(exploration, target_period=1)
+    a = agent(exploration, core={"target_period": 1})
     priors = [p.clone() for p in a.critic.prior.parameters()]
     assert all(not p.requires_grad for p in a.critic.prior.parameters())
     for seed in range(3):
@@ -91,7 +92,7 @@ def test_randomised_prior_networks_stay_frozen(exploration):
 def test_ensemble_heads_differ_through_their_priors():
     a = agent("bootstrap")
     q = a.critic(torch.randn(7, 4), torch.rand(7, 2) * 2 - 1)
-    assert q.shape == (7, a.config.ensemble_size)
+    assert q.shape == (7, a.config.exploration.ensemble_size)
     assert q.std(-1).min() > 0
 
 
@@ -101,7 +102,7 @@ def test_thompson_acting_uses_the_episode_head_and_cuts_traces():
     heads = set()
     for _ in range(20):
         a.begin_episode()
-        heads.add(a.head)
+        heads.add(a.exploration.head)
     assert len(heads) > 1  # a head drawn per episode
     torch.manual_seed(3)
     action, log_mu = a.act(obs)
@@ -109,7 +110,7 @@ def test_thompson_acting_uses_the_episode_head_and_cuts_traces():
     state = torch.as_tensor(obs)[None]
     candidates, _ = a.policy(state).rsample_with_log_prob(16)
     q = a.critic(state, candidates)[:, 0]
-    np.testing.assert_allclose(action, candidates[q[:, a.head].argmax(), 0].detach().numpy())
+    np.testing.assert_allclose(action, candidates[q[:, a.exploration.head].argmax(), 0].detach().numpy())
     assert log_mu == CUT_TRACES
     b = batch()
     b["behaviour_log_prob"][:] = CUT_TRACES
@@ -133,5 +134,5 @@ def test_ucb_acts_on_mean_plus_lambda_std_over_candidates():
 
 def test_exploration_settings_are_validated():
     with pytest.raises(ConfigError, match="exploration"):
-        SVG0Config(exploration="thompson").validate()
-    SVG0Config(exploration="bootstrap", critics=2).validate()  # the ensemble's heads replace the twin critics
+        SVG0Config(exploration=ExplorationSection(kind="thompson")).validate()
+    SVG0Config(exploration=ExplorationSection(kind="bootstrap"), critics=2).validate()  # the ensemble's heads replace the twin critics

@@ -56,11 +56,14 @@ def test_critic_is_one_module_without_per_head_parameters():
 
 def test_min_and_mean_reduce_the_heads():
     torch.manual_seed(0)
-    low = make_agent(critics="3", critic_reduce="min")
     q = torch.tensor([[1.0, -2.0, 4.0]])
-    assert low._critic_heads(q).item() == -2.0
-    mean = make_agent(critics="3", critic_reduce="mean")
-    assert mean._critic_heads(q).item() == pytest.approx(1.0)
+    for reduce, expected in (("min", -2.0), ("mean", 1.0)):
+        agent = make_agent(critics="3", critic_reduce=reduce)
+        assert agent.exploration.target_heads(q, reduce).item() == pytest.approx(expected)
+        assert agent.exploration.policy_value(q, reduce).item() == pytest.approx(expected)
+    ensemble = make_agent(exploration="ucb", **{"exploration.ensemble_size": "3"})
+    torch.testing.assert_close(ensemble.exploration.target_heads(q, "min"), q)   # every head its own targets
+    assert ensemble.exploration.policy_value(q, "min").item() == pytest.approx(1.0)   # the policy: the heads' mean
 
 
 def test_normalizer_matches_numpy_over_many_batches():
@@ -125,7 +128,8 @@ def test_online_policy_critic_moves_only_the_policy_in_the_policy_step():
 
 
 @pytest.mark.parametrize("bad", [{"critic_norm": "batch"}, {"critic_reduce": "max"}, {"target_tau": "1.5"},
-                                 {"policy_critic": "both"}, {"updates_per_step": "0"},
+                                 {"policy_critic": "both"}, {"prior.kl_coef": "-1"},
+                                 {"exploration.ensemble_size": "1"}, {"prior": "gmm"},
                                  {"critic_norm": "residual", "critic_hidden": "32,64"}])
 def test_bad_learner_settings_are_config_errors(bad):
     with pytest.raises(agents.ConfigError):
@@ -141,6 +145,7 @@ def test_every_agent_implements_the_protocol():
         missing = [m for m in methods if m != "updates" and not callable(getattr(cls, m, None))]
         assert not missing, (name, missing)
         assert callable(cls.wrap_env)
+        cls.schedule.validate(cls.Config().sequence_length)   # every agent declares the schedule it runs with
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
@@ -148,7 +153,7 @@ def test_update_and_acting_state_on_any_device(device):
     """The learner runs where its tensors are; what actors receive is always on the CPU."""
     from tests.test_svg0 import ACT, OBS
 
-    config = agents.resolve_config("svg0", {"hidden": "16,16", "batch_size": "4"})
+    config = agents.resolve_config("svg0", {"hidden": "16,16"})
     agent = agents.make("svg0", OBS, ACT, config, device)
     agent.observe(np.random.default_rng(0).normal(size=(8, 5)).astype(np.float32))
     batch = {k: v.to(device) for k, v in batch_for(agent).items()}
@@ -170,16 +175,17 @@ def test_the_behaviour_prior_sees_raw_observations_under_obs_norm():
     agent.observe((np.random.default_rng(0).normal(size=(50, 5)) * 30 + 7).astype(np.float32))
     batch = batch_for(agent)
     seen = []
-    original = agent.prior.kl
+    part = agent.behaviour_prior
+    original = part.prior.kl
 
     def spy(prior_obs, *args, **kwargs):
         seen.append(prior_obs.detach().clone())
         return original(prior_obs, *args, **kwargs)
 
-    agent.prior.kl = spy
-    agent.prior_loss({**batch, "obs": agent.obs_norm(batch["obs"]), "raw_obs": batch["obs"]})
+    part.prior.kl = spy
+    part.loss({**batch, "obs": agent.obs_norm(batch["obs"]), "raw_obs": batch["obs"]}, agent.policy)
     K = batch["action"].shape[1]
-    torch.testing.assert_close(seen[0], agent.layout.select(batch["obs"][:, :K], agent.prior_groups))
+    torch.testing.assert_close(seen[0], agent.layout.select(batch["obs"][:, :K], part.groups))
 
 
 def test_a_checkpoint_with_the_old_per_head_critic_is_refused_clearly():
