@@ -24,6 +24,16 @@ inference/layers:
 - ``exploration=ucb`` (Sec. 4.3, Chen et al. 2017): the same ensemble and training; acting picks
   argmax_a mean_k Q_k(s, a) + ``ucb_lambda`` * std_k Q_k(s, a) (``ucb_action``; lambda = 1.0, not stated in the
   seed).
+- ``exploration=thompson`` (issue 16; seed 003 §6): a Bayesian linear layer Q(s, a) ~ w_a^T phi(s) whose posterior
+  is the sum of per-replay-shard sites on SNEP's posterior server (agents/posterior_head.py); ``begin_episode``
+  draws the weights from the posterior and the agent acts greedily on them for the whole episode. phi(s) is the
+  observation and a constant (``posterior_features=observation``: on one-hot inputs such as DeepSea's, a tabular
+  model) or the Q-network's last hidden layer (``hidden``, BDQN). Every ``posterior_period`` actor steps each of
+  ``posterior_shards`` shards refits its site, ``posterior_sweeps`` times: with ``posterior_targets=sampled`` on
+  r + gamma max_a' w~_a'^T phi(s') for a fresh posterior draw w~ each sweep (randomised least-squares value
+  iteration, RLSVI, Osband et al. 2016: the uncertainty of what lies ahead reaches the values before it, one
+  step per sweep), with ``network`` on the Double-DQN targets of the network. The network learns as for
+  ``epsilon`` (it gives evaluation's greedy actions). Defaults measured on DeepSea: docs/exploration.md.
 - deterministic acting (evaluation): greedy on the mean over heads, noise off, no epsilon.
 
 Learning (standard forms, the seed is silent): one-step Double DQN (van Hasselt et al. 2016) for every head k
@@ -61,12 +71,13 @@ from agents.protocol import AgentBase
 from agents.config import ConfigError
 from agents.networks import frozen_copy, hard_update, mlp
 from agents.observations import ObsLayout
+from agents.posterior_head import ShardedLinearPosterior
 from inference.layers import (Ensemble, NoisyLinear, bootstrap_mask, fixed_bootstrap_mask, masked_ensemble_loss,
                               reset_noise, ucb_action)
 
 __all__ = ["DQNConfig", "DQNAgent", "noisy_mlp"]
 
-Exploration = Literal["epsilon", "noisy", "bootstrap", "ucb"]
+Exploration = Literal["epsilon", "noisy", "bootstrap", "ucb", "thompson"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,11 +101,19 @@ class DQNConfig:
     prior_scale: float = 3.0  # beta of the randomised prior functions; 0 turns them off
     mask_prob: float = 0.5
     ucb_lambda: float = 1.0
+    # thompson: the Bayesian last layer (agents/posterior_head.py); defaults from deep-sea-10, docs/exploration.md
+    posterior_shards: int = 2  # replay shards, one site each on the posterior server
+    posterior_period: int = 10  # actor steps between refits of the sites
+    posterior_sweeps: int = 10  # refits per refresh (with sampled targets, each carries values one step further)
+    posterior_features: Literal["hidden", "observation"] = "observation"  # inputs: the net's last hidden layer, or s
+    posterior_targets: Literal["network", "sampled"] = "sampled"  # regress on the net's targets or the draw's own
+    posterior_prior_var: float = 1.0
+    posterior_noise_var: float = 0.1
 
     def validate(self) -> None:
         checks = [
-            (self.exploration in ("epsilon", "noisy", "bootstrap", "ucb"),
-             f"exploration must be epsilon, noisy, bootstrap or ucb, got {self.exploration!r}"),
+            (self.exploration in ("epsilon", "noisy", "bootstrap", "ucb", "thompson"),
+             f"exploration must be epsilon, noisy, bootstrap, ucb or thompson, got {self.exploration!r}"),
             (len(self.hidden) >= 1 and min(self.hidden) >= 1, "hidden must list positive layer widths"),
             (0 < self.lr < math.inf, "lr must be finite and > 0"),
             (0.0 <= self.discount <= 1.0, "discount must be in [0, 1]"),
@@ -110,6 +129,12 @@ class DQNConfig:
             (0.0 <= self.prior_scale < math.inf, "prior_scale must be finite and >= 0"),
             (0.0 < self.mask_prob <= 1.0, "mask_prob must be in (0, 1]"),
             (0.0 <= self.ucb_lambda < math.inf, "ucb_lambda must be finite and >= 0"),
+            (self.posterior_shards >= 1 and self.posterior_period >= 1 and self.posterior_sweeps >= 1,
+             "posterior_shards, posterior_period and posterior_sweeps must be >= 1"),
+            (self.posterior_features in ("hidden", "observation") and self.posterior_targets in ("network", "sampled"),
+             "posterior_features must be hidden or observation, posterior_targets network or sampled"),
+            (0.0 < self.posterior_prior_var < math.inf and 0.0 < self.posterior_noise_var < math.inf,
+             "posterior_prior_var and posterior_noise_var must be finite and > 0"),
         ]
         for ok, message in checks:
             if not ok:
@@ -139,7 +164,7 @@ class DQNAgent(AgentBase):
         obs_dim, cfg = self.layout.dim, config
         if cfg.exploration == "noisy":
             self.online = Ensemble(lambda: noisy_mlp(obs_dim, cfg.hidden, self.num_actions, cfg.noisy_sigma0), 1)
-        elif cfg.exploration == "epsilon":
+        elif cfg.exploration in ("epsilon", "thompson"):
             self.online = Ensemble(lambda: mlp(obs_dim, cfg.hidden, self.num_actions), 1)
         else:
             self.online = Ensemble(lambda: mlp(obs_dim, cfg.hidden, self.num_actions), cfg.ensemble_size,
@@ -153,6 +178,13 @@ class DQNAgent(AgentBase):
         self.head = 0  # the bootstrap head acting in this episode
         self.mask_salt = int(torch.randint(2**62, ()))
         self._acting_noise: list[torch.Tensor] | None = None
+        self.posterior = None
+        if cfg.exploration == "thompson":
+            width = cfg.hidden[-1] if cfg.posterior_features == "hidden" else obs_dim
+            self.posterior = ShardedLinearPosterior(width + 1, self.num_actions, cfg.posterior_shards,
+                                                    cfg.posterior_prior_var, cfg.posterior_noise_var)
+            self.sampled_weights = self.posterior.sample()
+            self.refitted_at = 0   # actor steps at the last refit of the sites
 
     @property
     def ensemble(self) -> bool:
@@ -174,6 +206,8 @@ class DQNAgent(AgentBase):
         cfg = self.config
         if cfg.exploration == "bootstrap":
             self.head = self.online.sample_member()
+        elif cfg.exploration == "thompson":
+            self.sampled_weights = self.posterior.sample()
         elif cfg.exploration == "noisy" and cfg.noise_resample == "episode":
             reset_noise(self.online)
             self._acting_noise = [b.clone() for b in self._noise_buffers()]
@@ -204,6 +238,9 @@ class DQNAgent(AgentBase):
             else:
                 for buffer, saved in zip(self._noise_buffers(), self._acting_noise):
                     buffer.copy_(saved)
+        if cfg.exploration == "thompson":
+            x = torch.as_tensor(obs, dtype=torch.float32, device=self.device).unsqueeze(0)
+            return int((self.features(x)[0].double().cpu() @ self.sampled_weights.T).argmax()), 0.0
         q = self.q_values(obs)
         if cfg.exploration == "bootstrap":
             return int(q[self.head].argmax()), 0.0
@@ -217,7 +254,40 @@ class DQNAgent(AgentBase):
         prob = eps / self.num_actions + (1.0 - eps) * (action == greedy)
         return action, math.log(prob)
 
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """phi(s) [N, hidden + 1]: the Q-network's last hidden layer and a constant (the Bayesian layer's input)."""
+        inputs = self.online.members[0][:-1](x) if self.config.posterior_features == "hidden" else x
+        return torch.cat([inputs, torch.ones(len(x), 1, device=x.device)], dim=-1)
+
     # -- learning --------------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def refresh(self, replay, actor_steps: int) -> dict:
+        """thompson: every ``posterior_period`` actor steps, refit each replay shard's site to the current features
+        and targets (``posterior_sweeps`` times) and push it to the posterior server (agents/posterior_head.py)."""
+        cfg = self.config
+        if self.posterior is None or actor_steps - self.refitted_at < cfg.posterior_period \
+                or not replay.can_sample():
+            return {}
+        self.refitted_at = actor_steps
+        data = {k: torch.as_tensor(v, device=self.device) for k, v in replay.transitions().items()}
+        obs, next_obs, action = data["obs"], data["next_obs"], data["action"][:, 0].long()
+        features, next_features = self.features(obs).double().cpu(), self.features(next_obs).double().cpu()
+        reward, discount = data["reward"].double().cpu(), data["discount"].double().cpu()
+        shard = (data["write_id"] % cfg.posterior_shards).cpu()
+        draw = self.sampled_weights   # the episode's own draw keeps acting; the sweeps use draws of their own
+        for _ in range(cfg.posterior_sweeps):
+            if cfg.posterior_targets == "network":   # the Double-DQN targets the network itself learns from
+                best = self.online(next_obs)[0].argmax(-1, keepdim=True)
+                next_value = self.target(next_obs)[0].gather(-1, best)[:, 0].double().cpu()
+            else:   # "sampled": a posterior draw bootstraps its own targets (RLSVI, Osband et al. 2016), so the
+                #     uncertainty of what lies ahead reaches the values of the states before it, one sweep a step
+                next_value = (next_features @ draw.T).max(-1).values
+            self.posterior.refresh(features, action.cpu(), reward + cfg.discount * discount * next_value, shard)
+            draw = self.posterior.sample()
+        mean, cov = self.posterior.moments()
+        return {"posterior/weight_std": cov.diagonal(dim1=-2, dim2=-1).sqrt().mean().item(),
+                "posterior/transitions": float(len(obs))}
+
     def head_masks(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """[B, K] bootstrap masks: fixed per transition from its write id when the batch carries one."""
         n, heads, p = batch["obs"].shape[0], len(self.online), self.config.mask_prob
@@ -274,6 +344,9 @@ class DQNAgent(AgentBase):
         state = {"online": self.online.state_dict(), "target": self.target.state_dict(),
                  "optimizer": self.optimizer.state_dict(), "updates": self.updates,
                  "actor_steps": self.actor_steps, "head": self.head, "mask_salt": self.mask_salt}
+        if self.posterior is not None:
+            state["posterior"] = self.posterior.state_dict()
+            state["sampled_weights"], state["refitted_at"] = self.sampled_weights, self.refitted_at
         if self._acting_noise is not None:
             state["acting_noise"] = {str(i): t.clone() for i, t in enumerate(self._acting_noise)}
         return state
@@ -284,6 +357,10 @@ class DQNAgent(AgentBase):
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates, self.actor_steps = int(state["updates"]), int(state["actor_steps"])
         self.head, self.mask_salt = int(state["head"]), int(state["mask_salt"])
+        if self.posterior is not None:
+            self.posterior.load_state_dict(state["posterior"])
+            self.sampled_weights = state["sampled_weights"].double().cpu()
+            self.refitted_at = int(state["refitted_at"])
         if "acting_noise" in state:
             saved = state["acting_noise"]
             self._acting_noise = [saved[str(i)].to(self.device) for i in range(len(saved))]

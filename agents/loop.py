@@ -369,6 +369,8 @@ class Trainer:
                     sums[k] = sums.get(k, 0.0) + (v.detach() if torch.is_tensor(v) else v)
                 count += 1
             if updates:
+                for k, v in self.agent.refresh(self.replay, self.actor_steps).items():
+                    writer.add_scalar(k, v, self.env_steps)
                 source.publish(self.agent)
 
             done = self.env_steps >= run.steps

@@ -57,6 +57,10 @@ class Agent(Protocol):
     def observe(self, states: np.ndarray) -> None:
         """States [N, D] the actors visited (for running statistics); never evaluation states."""
 
+    def refresh(self, replay, actor_steps: int) -> dict:
+        """After each round of updates: work on the whole replay (a Bayesian layer refitting its sites), at the
+        agent's own pace; metrics to log, or {}."""
+
     def acting_state(self) -> dict:
         """What a distributed actor needs to act like this agent (agents/actors.py)."""
 
@@ -76,6 +80,9 @@ class AgentBase:
 
     def observe(self, states: np.ndarray) -> None:
         pass
+
+    def refresh(self, replay, actor_steps: int) -> dict:
+        return {}
 
     def acting_state(self) -> dict:
         """Default: the whole learner state (agents with large optimiser states should send less)."""

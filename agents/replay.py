@@ -135,6 +135,15 @@ class SequenceReplay:
         }
         return {k: torch.as_tensor(v, device=device) for k, v in batch.items()}
 
+    def transitions(self) -> dict[str, np.ndarray]:
+        """Every stored one-step transition whose successor row is still held: obs, action, reward, discount,
+        next_obs and write_id [N, ...] (for learners that refit on the whole buffer, e.g. a Bayesian last layer)."""
+        idx = np.arange(len(self))
+        nxt, ok = self._successors(idx)
+        idx, nxt = idx[ok], nxt[ok]
+        return {"obs": self.obs[idx], "action": self.action[idx], "reward": self.reward[idx],
+                "discount": self.discount[idx], "next_obs": self.obs[nxt], "write_id": self.write_id[idx]}
+
     # -- checkpointing: plain arrays plus counters, no pickling ------------------------------------------------
     def arrays(self) -> dict[str, np.ndarray]:
         """The filled rows of every field (rows are filled from 0 upwards until the ring wraps)."""

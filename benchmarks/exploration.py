@@ -47,7 +47,7 @@ DEEP_SEA_FIGURE = ROOT / "docs" / "img" / "exploration_deep_sea.png"
 DOCS = ROOT / "docs" / "exploration.md"
 SIZES = (10, 14, 20, 30)
 SEEDS = (0, 1, 2)
-METHODS = ("epsilon", "noisy", "bootstrap", "ucb")
+METHODS = ("epsilon", "noisy", "bootstrap", "ucb", "thompson")
 EPISODES = {10: 300, 14: 300, 20: 400, 30: 200}  # episodes per size; the sweep took ~75 min of a shared core
 BENCH_OVERRIDES: dict[str, str] = {}  # the dqn defaults (batch 32 was cheaper but learned too slowly)
 
@@ -101,6 +101,7 @@ def run_deep_sea(size: int, method: str, seed: int, episodes: int, overrides: di
             steps += 1
             for _ in range(schedule.updates_between(steps - 1, steps)):
                 agent.update(replay.sample(schedule.batch_size))
+                agent.refresh(replay, steps)
         rewarded.append(got_goal)
         if stop_after_first and got_goal:
             break
@@ -195,20 +196,23 @@ def replace_block(path: Path, name: str, text: str) -> bool:
 
 def run_experiment_1(sizes=SIZES, seeds=SEEDS, methods=METHODS, episodes: dict[int, int] | None = None,
                      write: bool = True, overrides: dict[str, str] | None = None) -> dict:
-    """Run the sweep. With ``write``, runs already in the results file for *other* sizes are kept (so sizes can be
-    run by separate invocations, each with its own budget); runs for the sizes asked for are replaced."""
+    """Run the sweep. With ``write``, runs already in the results file are kept unless this invocation measures
+    their size and method again (so sizes and methods can be run by separate invocations); a size run with another
+    episode budget replaces that size's runs of every method."""
     import torch
 
     torch.set_num_threads(1)
     episodes = {n: (episodes or EPISODES).get(n, EPISODES.get(n, 300)) for n in sizes}
     previous = json.loads(RESULTS.read_text()).get("deep_sea") if write and RESULTS.exists() else None
-    kept = [r for r in (previous or {}).get("runs", []) if r["size"] not in sizes]
+    kept = [r for r in (previous or {}).get("runs", []) if r["size"] not in sizes
+            or (r["method"] not in methods and r["episodes"] == episodes[r["size"]])]
     budget = {**{str(r["size"]): r["episodes"] for r in kept}, **{str(n): episodes[n] for n in sizes}}
     all_sizes = sorted({r["size"] for r in kept} | set(sizes))
     command = " ".join(["python", "benchmarks/exploration.py", *sys.argv[1:]])
     earlier = (previous or {}).get("commands") or ([previous["command"]] if previous and "command" in previous else [])
     commands = (earlier if kept else []) + [command]
-    protocol = {"sizes": all_sizes, "seeds": list(seeds), "methods": list(methods),
+    all_methods = [m for m in METHODS if m in methods or any(r["method"] == m for r in kept)]
+    protocol = {"sizes": all_sizes, "seeds": list(seeds), "methods": all_methods,
                 "episodes": {str(n): budget[str(n)] for n in all_sizes}, "agent_overrides": BENCH_OVERRIDES,
                 "note": "seed s = torch seed s and DeepSea mapping_seed s; one learner update per step"}
     runs: list[dict] = []
