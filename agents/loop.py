@@ -418,8 +418,9 @@ class Trainer:
 
 def build_run(flags: dict, overrides: dict[str, str], resume: Path | None = None, logdir: str | None = None):
     """(run config, agent config, checkpoint to resume from or None): what ``train.py`` and the pipelines build runs
-    with. ``flags`` are RunConfig fields (env, agent, steps, seed, ...); ``overrides`` are ``--set`` pairs, run
-    fields and agent fields alike. ``resume`` continues a saved run: only its steps, device, schedule and actor
+    with. ``flags`` are RunConfig fields (env, agent, steps, seed, ...); ``overrides`` are ``--set`` pairs: run
+    fields, schedule fields (``batch_size`` or ``schedule.batch_size``) and agent fields (``section.key`` for a
+    part's) alike; an unknown key is one error with the closest keys of all three. ``resume`` continues a saved run: only its steps, device, schedule and actor
     settings may change. A new run checks its environment builds and that ``logdir`` holds no other run, before
     anything is written."""
     if resume is not None:
