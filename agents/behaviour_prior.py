@@ -26,7 +26,7 @@ import torch
 
 import priors
 from agents.config import ConfigError
-from agents.networks import frozen_copy
+from agents.networks import frozen_copy, gradient_step
 from agents.observations import ObsLayout
 from agents.replay import masked_mean
 
@@ -126,11 +126,7 @@ class BehaviourPrior:
         if self.optimiser is None:
             return {}
         loss, metrics = self.loss(batch, policy)
-        self.optimiser.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(self.prior.parameters(), self.grad_clip)
-        self.optimiser.step()
+        gradient_step(self.optimiser, loss, self.prior.parameters(), self.grad_clip)
         return {"loss/prior": loss.detach(), **metrics}
 
     def target_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:

@@ -69,7 +69,7 @@ from torch import nn
 from agents.schedule import Schedule
 from agents.protocol import AgentBase
 from agents.config import ConfigError
-from agents.networks import frozen_copy, hard_update, mlp
+from agents.networks import frozen_copy, gradient_step, hard_update, mlp
 from agents.observations import ObsLayout
 from agents.posterior_head import ShardedLinearPosterior
 from inference.layers import (Ensemble, NoisyLinear, bootstrap_mask, fixed_bootstrap_mask, masked_ensemble_loss,
@@ -274,13 +274,13 @@ class DQNAgent(AgentBase):
         features, next_features = self.features(obs).double().cpu(), self.features(next_obs).double().cpu()
         reward, discount = data["reward"].double().cpu(), data["discount"].double().cpu()
         shard = (data["write_id"] % cfg.posterior_shards).cpu()
+        if cfg.posterior_targets == "network":   # the Double-DQN targets the network itself learns from
+            best = self.online(next_obs)[0].argmax(-1, keepdim=True)
+            next_value = self.target(next_obs)[0].gather(-1, best)[:, 0].double().cpu()
         draw = self.sampled_weights   # the episode's own draw keeps acting; the sweeps use draws of their own
         for _ in range(cfg.posterior_sweeps):
-            if cfg.posterior_targets == "network":   # the Double-DQN targets the network itself learns from
-                best = self.online(next_obs)[0].argmax(-1, keepdim=True)
-                next_value = self.target(next_obs)[0].gather(-1, best)[:, 0].double().cpu()
-            else:   # "sampled": a posterior draw bootstraps its own targets (RLSVI, Osband et al. 2016), so the
-                #     uncertainty of what lies ahead reaches the values of the states before it, one sweep a step
+            if cfg.posterior_targets == "sampled":   # a posterior draw bootstraps its own targets (RLSVI, Osband et
+                #     al. 2016): the uncertainty of what lies ahead reaches the states before it, one sweep a step
                 next_value = (next_features @ draw.T).max(-1).values
             self.posterior.refresh(features, action.cpu(), reward + cfg.discount * discount * next_value, shard)
             draw = self.posterior.sample()
@@ -317,11 +317,7 @@ class DQNAgent(AgentBase):
             targets = reward + cfg.discount * discount * q_next  # [K, B]
         masks = self.head_masks(batch) * valid.unsqueeze(1)  # [B, K]
         loss = masked_ensemble_loss((targets - q).pow(2), masks)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(self.online.parameters(), cfg.grad_clip)
-        self.optimizer.step()
+        gradient_step(self.optimizer, loss, self.online.parameters(), cfg.grad_clip)
         self.updates += 1
         if self.updates % cfg.target_period == 0:
             hard_update(self.target, self.online)

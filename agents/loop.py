@@ -443,14 +443,11 @@ def build_run(flags: dict, overrides: dict[str, str], resume: Path | None = None
             close = difflib.get_close_matches(key, valid, n=3) or [k for k in valid if k.endswith(f".{key}")]
             hint = f" Did you mean {', '.join(close)}?" if close else " `train.py --list` shows every key."
             raise ConfigError(f"unknown setting {key!r} for --agent {flags['agent']}.{hint}")
-    run_overrides = {(f"schedule.{k}" if k in SCHEDULE_FIELDS else k): v for k, v in overrides.items()
-                     if k.partition(".")[0] in run_fields or k in SCHEDULE_FIELDS}
-    agent_overrides = {k: v for k, v in overrides.items() if k.partition(".")[0] not in run_fields
-                       and k not in SCHEDULE_FIELDS}
-    agent_config = agents.resolve_config(flags["agent"], agent_overrides)
+    run_overrides = {k: v for k, v in overrides.items() if k in run_fields - {"schedule"}}
+    agent_config, schedule = agents.resolve(flags["agent"], {k: v for k, v in overrides.items()
+                                                             if k not in run_overrides})
     logdir = logdir or f"runs/{flags['env']}-{flags['agent']}-{flags.get('seed', 0)}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run = apply_overrides(RunConfig(**flags, logdir=logdir).resolved(), run_overrides)
-    run.schedule.validate(agent_config.sequence_length)
+    run = apply_overrides(RunConfig(**flags, logdir=logdir, schedule=schedule), run_overrides)
     if any((Path(run.logdir) / name).exists() for name in ("checkpoints", "config.json")):
         raise ConfigError(f"{run.logdir} already holds a run; continue it with --resume {run.logdir} "
                           "or pick another --logdir")

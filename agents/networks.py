@@ -73,6 +73,15 @@ def _state_action(obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
     return torch.cat([obs.expand(*action.shape[:-1], obs.shape[-1]), action], dim=-1)
 
 
+def gradient_step(optimiser: torch.optim.Optimizer, loss: torch.Tensor, parameters, max_norm: float | None) -> None:
+    """One optimiser step on ``loss``, the gradient norm of ``parameters`` clipped to ``max_norm`` (None: not)."""
+    optimiser.zero_grad(set_to_none=True)
+    loss.backward()
+    if max_norm is not None:
+        torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+    optimiser.step()
+
+
 def hard_update(target: nn.Module, online: nn.Module) -> None:
     """theta_T <- theta_O (Alg 9, step 5: every P learner steps)."""
     with torch.no_grad():

@@ -83,8 +83,7 @@ class ShardedLinearPosterior:
         return mean + (torch.linalg.cholesky(cov) @ noise.unsqueeze(-1)).squeeze(-1)
 
     def state_dict(self) -> dict:
-        state = {f"site{k}.{i}": t for k, site in enumerate(self.server.sites) for i, t in enumerate(site)}
-        return {**state, "theta_post.0": self.server.theta_post[0], "theta_post.1": self.server.theta_post[1]}
+        return {f"site{k}.{i}": t for k, site in enumerate(self.server.sites) for i, t in enumerate(site)}
 
     def load_state_dict(self, state: dict) -> None:
         sites = [(state[f"site{k}.0"].double(), state[f"site{k}.1"].double()) for k in range(self.shards)]

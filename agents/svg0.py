@@ -60,7 +60,7 @@ from agents import exploration
 from agents.behaviour_prior import BehaviourPrior, PriorSection
 from agents.config import ConfigError, box_action_dim
 from agents.exploration import ExplorationSection
-from agents.networks import GaussianPolicy, frozen_copy, hard_update, polyak_update
+from agents.networks import GaussianPolicy, frozen_copy, gradient_step, hard_update, polyak_update
 from agents.observations import ObsLayout, RunningNormalizer
 from agents.protocol import AgentBase
 from agents.replay import masked_mean
@@ -315,13 +315,6 @@ class SVG0Agent(AgentBase):
             per_step = per_step + penalty
         return masked_mean(per_step, mask), log_prob, metrics
 
-    def _step(self, optimiser, loss, parameters) -> None:
-        optimiser.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.config.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(parameters, self.config.grad_clip)
-        optimiser.step()
-
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """One learner step of Alg 9 on a batch of sequences; metrics as 0-d tensors (read them when logging)."""
         cfg = self.config
@@ -330,10 +323,10 @@ class SVG0Agent(AgentBase):
         self.exploration.before_update((self.policy, self.critic, self.target_policy, self.target_critic))
         targets, metrics = self.retrace_targets(batch)                       # step 2
         critic_loss, q = self.critic_loss(batch, targets)                    # step 3
-        self._step(self.critic_opt, critic_loss, self.critic.parameters())
+        gradient_step(self.critic_opt, critic_loss, self.critic.parameters(), cfg.grad_clip)
         policy_loss, log_prob, policy_metrics = self.policy_loss(batch)     # step 4
         # with policy_critic=online this also leaves gradients on the critic; its next step zeroes them first
-        self._step(self.policy_opt, policy_loss, self.policy.parameters())
+        gradient_step(self.policy_opt, policy_loss, self.policy.parameters(), cfg.grad_clip)
         metrics.update(policy_metrics)
         if self.behaviour_prior is not None:                                 # Alg 10: distil the policy into the prior
             metrics.update(self.behaviour_prior.update(batch, self.policy))
