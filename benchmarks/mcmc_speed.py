@@ -11,14 +11,17 @@ funnel; the end of a short warm-up for the regressions). Reported per run: wall 
 evaluations per second (chains x leapfrog steps x draws / time), and ESS/s = min over coordinates of the bulk ESS
 (all chains pooled, ArviZ-equivalent estimator) / time. Ours: eager (``hmc.step``) and compiled
 (``hmc.build(compile=True)``: one ``torch.compile``d graph per transition), whose first, compiling step is timed
-separately (``first_step_seconds_incl_compile``). Peers:
+separately (``first_step_seconds_incl_compile``). At 1 000 chains (and on CUDA) also multinomial NUTS at the same
+step size (max tree depth 10), compiled (``nuts.build(compile=True)``), against NumPyro's NUTS; its
+gradient evaluations per second count the chains' own leapfrog steps (as Stan counts them), not the lock-step work
+(``lockstep_grad_evals_per_draw``). Peers:
 * NumPyro (JAX on CPU, one thread via XLA flags): its functional HMC kernel with ``potential_fn``, vmapped over
   chains and scanned over draws under one ``jax.jit``; compiled by a first call, the second call is timed.
 * Pyro (two targets): HMC with ``potential_fn``, one chain (Pyro's HMC kernel does not vectorise chains, so its ESS/s
   with N chains run one after another equals its one-chain ESS/s).
-Ratios are ours / peer at the same number of chains (Pyro: its one-chain rate). ``summary[target][chains]`` holds,
-at 1 000 chains (10 000 with ``--device cuda``), ``ours`` (compiled) and ``numpyro`` with ``ess_per_s`` and compile
-seconds, and ``ratio_ess_per_s``. Writes benchmarks/results/mcmc_speed.json.
+Ratios are ours / peer at the same number of chains (Pyro: its one-chain rate). ``summary[target][chains][hmc|nuts]``
+holds, at 1 000 chains (10 000 with ``--device cuda``), ``ours`` (compiled) and ``numpyro`` with ``ess_per_s`` and
+compile seconds, and ``ratio_ess_per_s``. Writes benchmarks/results/mcmc_speed.json.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ import torch  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from inference import diagnostics, targets  # noqa: E402
-from inference.mcmc import adaptation, hmc, kinetic  # noqa: E402
+from inference.mcmc import adaptation, hmc, kinetic, nuts  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -104,7 +107,28 @@ def ours(t, x0, cfg, draws, relativistic, device, compile=False):
     return sec, x, info["acceptance_rate"].mean().item(), first
 
 
-def numpyro_run(t, x0, cfg, draws):
+NUTS_MAX_DEPTH = 10
+NUTS_DRAWS = 100
+
+
+def ours_nuts(t, x0, cfg, draws, device, compile):
+    """NUTS at the HMC step size (no adaptation while timing): (seconds, draws, info, seconds of the first step)."""
+    kernel = nuts.build(t.log_prob, cfg["step_size"], max_depth=NUTS_MAX_DEPTH, compile=compile)
+    state = kernel.init(x0)
+    g = gen(3, device)
+    t0 = time.perf_counter()
+    state, _ = kernel.step(state, g)                           # compiles (compile=True); warms the allocator
+    if device == "cuda":
+        torch.cuda.synchronize()
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _, x, info = hmc.sample(kernel.step, state, draws, g)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0, x, info, first
+
+
+def numpyro_run(t, x0, cfg, draws, algo="HMC"):
     import jax
     import jax.numpy as jnp
     import numpyro
@@ -134,12 +158,13 @@ def numpyro_run(t, x0, cfg, draws):
     # With a fixed ``num_steps`` NumPyro 0.22 returned wrong draws here (mean 0.47, variance 0.76-1.22 on
     # N(0, I_4) over 3 x 2000 draws); a trajectory length just under eps * L gives exactly L steps and
     # correct draws, so that is what we pass (the step count is checked below).
-    init_kernel, sample_kernel = hmc_kernel(potential_fn=potential, algo="HMC")
+    init_kernel, sample_kernel = hmc_kernel(potential_fn=potential, algo=algo)
+    length = {"trajectory_length": cfg["step_size"] * cfg["num_steps"] * (1 - 1e-6)} if algo == "HMC" else \
+        {"max_tree_depth": NUTS_MAX_DEPTH}
 
     def one_chain(z0, key):
-        st = init_kernel(z0, num_warmup=0, step_size=cfg["step_size"],
-                         trajectory_length=cfg["step_size"] * cfg["num_steps"] * (1 - 1e-6),
-                         adapt_step_size=False, adapt_mass_matrix=False, rng_key=key)
+        st = init_kernel(z0, num_warmup=0, step_size=cfg["step_size"], adapt_step_size=False,
+                         adapt_mass_matrix=False, rng_key=key, **length)
 
         def body(st, _):
             st = sample_kernel(st)
@@ -156,10 +181,10 @@ def numpyro_run(t, x0, cfg, draws):
     samples, steps = run(init, jax.random.split(jax.random.PRNGKey(1), chains))
     jax.block_until_ready(samples)
     sec = time.perf_counter() - t0
-    if not bool((steps == cfg["num_steps"]).all()):
+    if algo == "HMC" and not bool((steps == cfg["num_steps"]).all()):
         raise RuntimeError("NumPyro did not take the configured number of leapfrog steps")
     x = torch.as_tensor(jax.device_get(samples).copy())
-    return sec, first, x.reshape(chains, draws, -1)
+    return sec, first, x.reshape(chains, draws, -1), float(jax.device_get(steps).mean())
 
 
 def pyro_run(t, x0, cfg, draws):
@@ -182,10 +207,11 @@ def pyro_run(t, x0, cfg, draws):
     return sec, mcmc.get_samples()["x"].reshape(1, draws, -1)
 
 
-def row(sec, x, chains, cfg, draws, extra=None):
+def row(sec, x, chains, cfg, draws, extra=None, grad_evals_per_draw=None):
     ess = ess_min(x)
+    evals = cfg["num_steps"] if grad_evals_per_draw is None else grad_evals_per_draw
     r = {"chains": chains, "draws": draws, "seconds": round(sec, 3), "min_bulk_ess": round(ess, 1),
-         "ess_per_s": round(ess / sec, 1), "grad_evals_per_s": round(chains * cfg["num_steps"] * draws / sec, 1)}
+         "ess_per_s": round(ess / sec, 1), "grad_evals_per_s": round(chains * evals * draws / sec, 1)}
     r.update(extra or {})
     return r
 
@@ -206,6 +232,13 @@ def main():
     out = {"command": "python benchmarks/mcmc_speed.py " + " ".join(sys.argv[1:]),
            "torch": torch.__version__, "threads": 1, "dtype": "float64", "device": args.device, "results": {},
            "summary": {}}
+    if args.targets != list(TARGETS) and os.path.exists(args.out):
+        # a run of some targets replaces their rows and keeps the others' (from the same device)
+        with open(args.out) as f:
+            earlier = json.load(f)
+        if earlier.get("device") == args.device:
+            out["results"], out["summary"] = earlier.get("results", {}), earlier.get("summary", {})
+            out["command"] = earlier.get("command", "") + " ; " + out["command"]
     try:
         import jax
         import numpyro
@@ -242,26 +275,51 @@ def main():
                 res[f"ours_{method}_{c}"] = row(sec, x, c, cfg, d, extra)
                 print(name, method, res[f"ours_{method}_{c}"], flush=True)
             if have_numpyro and args.device == "cpu":
-                sec, first, x = numpyro_run(t, x_all[:c], cfg, d)
+                sec, first, x, _ = numpyro_run(t, x_all[:c], cfg, d)
                 res[f"numpyro_hmc_{c}"] = row(sec, x, c, cfg, d, {"first_call_seconds_incl_compile": round(first, 2)})
                 print(name, "numpyro", res[f"numpyro_hmc_{c}"], flush=True)
                 for method in ("hmc", "hmc_compiled"):
                     res[f"ratio_ess_per_s_{method}_vs_numpyro_{c}"] = round(
                         res[f"ours_{method}_{c}"]["ess_per_s"] / max(res[f"numpyro_hmc_{c}"]["ess_per_s"], 1e-9), 3)
-                if c >= 1000:
-                    ours_row, peer = res[f"ours_hmc_compiled_{c}"], res[f"numpyro_hmc_{c}"]
-                    out["summary"].setdefault(name, {})[str(c)] = {
-                        "algorithm": "HMC, fixed step size and leapfrog count",
+            if c >= 1000:
+                # compiled only: eager NUTS against NumPyro's is in benchmarks/nuts_validation.py (100 chains)
+                sec, x, info, first = ours_nuts(t, x0, cfg, NUTS_DRAWS, args.device, True)
+                extra = {"mean_tree_depth": round(info["tree_depth"].double().mean().item(), 2),
+                         "mean_leapfrog_steps": round(info["num_steps"].double().mean().item(), 1),
+                         "lockstep_grad_evals_per_draw": round(info["num_grad_evals"] / NUTS_DRAWS, 1),
+                         "first_step_seconds_incl_compile": round(first, 2)}
+                res[f"ours_nuts_compiled_{c}"] = row(sec, x, c, cfg, NUTS_DRAWS, extra, extra["mean_leapfrog_steps"])
+                print(name, "nuts_compiled", res[f"ours_nuts_compiled_{c}"], flush=True)
+            if have_numpyro and args.device == "cpu" and c >= 1000:
+                sec, first, x, steps = numpyro_run(t, x_all[:c], cfg, NUTS_DRAWS, algo="NUTS")
+                res[f"numpyro_nuts_{c}"] = row(sec, x, c, cfg, NUTS_DRAWS,
+                                               {"first_call_seconds_incl_compile": round(first, 2),
+                                                "mean_leapfrog_steps": round(steps, 1)}, steps)
+                print(name, "numpyro nuts", res[f"numpyro_nuts_{c}"], flush=True)
+                entry = out["summary"].setdefault(name, {}).setdefault(str(c), {})
+                for algorithm, method, label in (("hmc", "hmc", "HMC, fixed step size and leapfrog count"),
+                                                 ("nuts", "nuts", f"multinomial NUTS, fixed step size, "
+                                                                  f"max tree depth {NUTS_MAX_DEPTH}")):
+                    ours_row, peer = res[f"ours_{method}_compiled_{c}"], res[f"numpyro_{method}_{c}"]
+                    entry[algorithm] = {
+                        "algorithm": label,
                         "ours": {"ess_per_s": ours_row["ess_per_s"], "seconds": ours_row["seconds"],
                                  "compile_seconds": ours_row["first_step_seconds_incl_compile"],
-                                 "eager_ess_per_s": res[f"ours_hmc_{c}"]["ess_per_s"]},
+                                 "eager_ess_per_s": res.get(f"ours_{method}_{c}", {}).get("ess_per_s")},
                         "numpyro": {"ess_per_s": peer["ess_per_s"], "seconds": peer["seconds"],
                                     "compile_seconds": peer["first_call_seconds_incl_compile"]},
-                        "ratio_ess_per_s": res[f"ratio_ess_per_s_hmc_compiled_vs_numpyro_{c}"]}
+                        "ratio_ess_per_s": round(ours_row["ess_per_s"] / max(peer["ess_per_s"], 1e-9), 3)}
         out["results"][name] = res
-    with open(args.out, "w") as f:
-        json.dump(out, f, indent=1)
+        write_json(args.out, out)                 # after every target, so an interrupted run keeps what it measured
     print("wrote", args.out)
+
+
+def write_json(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1)
+    os.replace(tmp, path)
+
 
 if __name__ == "__main__":
     main()

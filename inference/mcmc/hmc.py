@@ -15,6 +15,7 @@ flagged divergent and rejected.
 from __future__ import annotations
 
 import os
+import time
 from typing import Callable, NamedTuple, Optional
 
 import torch
@@ -23,6 +24,7 @@ from torch import Tensor
 from .kinetic import GaussianKinetic, RelativisticKinetic
 
 LogDensity = Callable[[Tensor], Tensor]
+DIVERGENCE_THRESHOLD = 1000.0       # an energy error above this (or not finite) is a divergence
 
 
 class HMCState(NamedTuple):
@@ -127,7 +129,8 @@ def _leapfrog(position, momentum, grad, value_and_grad_fn, step_size, num_steps:
 
 
 def step(state: HMCState, generator: Optional[torch.Generator], logdensity: LogDensity, step_size,
-         num_steps: int = 10, kinetic=None, divergence_threshold: float = 1000.0) -> tuple[HMCState, HMCInfo]:
+         num_steps: int = 10, kinetic=None,
+         divergence_threshold: float = DIVERGENCE_THRESHOLD) -> tuple[HMCState, HMCInfo]:
     """One HMC transition per chain (Algorithm 2.1). ``kinetic`` defaults to the identity-mass Gaussian."""
     if int(num_steps) != num_steps or num_steps < 1:
         raise ValueError(f"num_steps must be a positive integer, got {num_steps}")
@@ -164,23 +167,44 @@ def _transition(state: HMCState, p0: Tensor, u: Tensor, eps: Tensor, value_and_g
     return new, HMCInfo(accept_prob, accept, divergent, torch.where(accept, h1, h0), num_steps)
 
 
-def functional_value_and_grad(logdensity: LogDensity) -> Callable[[Tensor], tuple[Tensor, Tensor]]:
+def functional_value_and_grad(logdensity: Callable[..., Tensor]) -> Callable[..., tuple[Tensor, Tensor]]:
     """(log p, grad log p) through ``torch.func`` (what a compiled trajectory needs: no autograd tape); the
-    log density must be a pure function of its argument (no in-place updates of it, no ``.item()``)."""
-    def summed(x):
-        lp = logdensity(x)
+    log density must be a pure function of its arguments (no in-place updates of them, no ``.item()``). Arguments
+    after the position (e.g. a tempering's inverse temperatures) are passed through, not differentiated."""
+    def summed(x, *args):
+        lp = logdensity(x, *args)
         return lp.sum(), lp
 
     grad_and_value = torch.func.grad_and_value(summed, has_aux=True)
 
-    def value_and_grad_fn(x):
-        g, (_, lp) = grad_and_value(x)
+    def value_and_grad_fn(x, *args):
+        g, (_, lp) = grad_and_value(x, *args)
         return lp, g
     return value_and_grad_fn
 
 
+def compiled_transition(logdensity: Callable[..., Tensor], num_steps: int, kinetic,
+                        divergence_threshold: float) -> Callable:
+    """The deterministic part of an HMC transition as one compiled graph (``fastest_compiled``):
+    ``(state, p0, u, eps, *density_args) -> (state, info)``, ``logdensity(x, *density_args)``."""
+    value_and_grad_fn = functional_value_and_grad(logdensity)
+
+    def transition(position, log_density, grad, p0, u, eps, *density_args):
+        new, info = _transition(HMCState(position, log_density, grad), p0, u, eps,
+                                lambda x: value_and_grad_fn(x, *density_args), num_steps, kinetic,
+                                divergence_threshold)
+        return (*new, info.acceptance_rate, info.is_accepted, info.is_divergent, info.energy)
+    compiled = fastest_compiled(transition)
+
+    def call(state: HMCState, p0: Tensor, u: Tensor, eps: Tensor, *density_args) -> tuple[HMCState, HMCInfo]:
+        x, lp, g, rate, accepted, divergent, energy = compiled(*state, p0, u, eps, *density_args)
+        return HMCState(x, lp, g), HMCInfo(rate, accepted, divergent, energy, num_steps)
+    return call
+
+
 def rhmc_step(state: HMCState, generator: Optional[torch.Generator], logdensity: LogDensity, step_size,
-              num_steps: int = 10, mass=1.0, c=1.0, divergence_threshold: float = 1000.0) -> tuple[HMCState, HMCInfo]:
+              num_steps: int = 10, mass=1.0, c=1.0,
+              divergence_threshold: float = DIVERGENCE_THRESHOLD) -> tuple[HMCState, HMCInfo]:
     """Relativistic HMC (seed 000 Ch. 3): HMC with the kinetic energy (3.4); eps * c bounds each move."""
     return step(state, generator, logdensity, step_size, num_steps, RelativisticKinetic(mass, c),
                 divergence_threshold)
@@ -194,42 +218,74 @@ class Kernel(NamedTuple):
 
 
 def build(logdensity: LogDensity, step_size, num_steps: int = 10, kinetic=None,
-          divergence_threshold: float = 1000.0, compile: bool = False) -> Kernel:
+          divergence_threshold: float = DIVERGENCE_THRESHOLD, compile: bool = False) -> Kernel:
     """HMC with its settings bound; bad settings fail here, before any draw.
 
     ``compile=True``: the whole transition (the L-step trajectory, gradients by ``torch.func``, and the Metropolis
     test) is one ``torch.compile``d graph with no host synchronisation inside; the random draws stay outside it, in
     the eager order, so compiled and eager kernels give the same draws for the same generator (to floating-point
-    tolerance). The first step compiles (tens of seconds); later steps with the same shapes reuse it."""
+    tolerance). The first step compiles (tens of seconds; on CPU two code variants, each timed on that step's
+    inputs, the faster kept); later steps with the same shapes reuse it."""
     if int(num_steps) != num_steps or num_steps < 1:
         raise ValueError(f"num_steps must be a positive integer, got {num_steps}")
     check_step_size(step_size)
     kinetic = GaussianKinetic() if kinetic is None else kinetic
     num_steps = int(num_steps)
     if compile:
-        # every build shares the code of ``transition`` below, and each new density, kinetic or chain count adds a
-        # compiled variant; past torch's default limit of 8 variants it would silently run eager
-        config = torch._dynamo.config
-        for name, least in (("recompile_limit", 256), ("accumulated_recompile_limit", 1024)):
-            if hasattr(config, name):
-                setattr(config, name, max(getattr(config, name), least))
-        value_and_grad_fn = functional_value_and_grad(logdensity)
-
-        def transition(position, log_density, grad, p0, u, eps):
-            new, info = _transition(HMCState(position, log_density, grad), p0, u, eps, value_and_grad_fn, num_steps,
-                                    kinetic, divergence_threshold)
-            return (*new, info.acceptance_rate, info.is_accepted, info.is_divergent, info.energy)
-        compiled = torch.compile(transition, fullgraph=True, dynamic=False)
+        transition = compiled_transition(logdensity, num_steps, kinetic, divergence_threshold)
 
         def kernel_step(state: HMCState, generator: Optional[torch.Generator] = None):
             eps = as_column(step_size, state.position, "step_size")
-            p0, u = _draws(state, generator, kinetic)
-            x, lp, g, rate, accepted, divergent, energy = compiled(*state, p0, u, eps)
-            return HMCState(x, lp, g), HMCInfo(rate, accepted, divergent, energy, num_steps)
+            return transition(state, *_draws(state, generator, kinetic), eps)
     else:
         def kernel_step(state: HMCState, generator: Optional[torch.Generator] = None):
             return step(state, generator, logdensity, step_size, num_steps, kinetic, divergence_threshold)
     return Kernel(lambda position: init(position, logdensity), kernel_step)
+
+
+# C++ code generation choices tried on CPU: inductor's default SIMD width, and scalar loops. Narrow chains
+# (d ~ 10) run 1.5-2x faster as scalar loops (the default 16-lane double vectors are mostly masked tails there);
+# wide ones (d ~ 100) run ~3x faster vectorised. Which wins depends on the density, so it is measured.
+_CPU_VARIANTS = ({}, {"cpp.simdlen": 0})
+
+
+def fastest_compiled(transition: Callable, trials: int = 3) -> Callable:
+    """``torch.compile(transition)`` (full graph, static shapes), autotuned on CPU: for each new input shape
+    the first call compiles every variant of ``_CPU_VARIANTS``, times ``trials`` calls of each on that call's
+    inputs (the transition is a pure function) and keeps the fastest. On CUDA there is one variant."""
+    # every build shares the code of its ``transition``, and each new density, kinetic, chain count or code
+    # variant adds a compiled version of it; past torch's default limit of 8 it would fail (fullgraph)
+    config = torch._dynamo.config
+    for name, least in (("recompile_limit", 256), ("accumulated_recompile_limit", 1024)):
+        if hasattr(config, name):
+            setattr(config, name, max(getattr(config, name), least))
+    variants = [torch.compile(transition, fullgraph=True, dynamic=False, options=dict(o)) for o in _CPU_VARIANTS]
+    chosen: dict = {}
+
+    def call(*args):
+        key = tuple((a.shape, a.dtype, a.device) for a in args)
+        if key in chosen:
+            return chosen[key](*args)
+        candidates = variants if args[0].device.type == "cpu" else variants[:1]
+        result, best = None, None
+        for variant in candidates:
+            try:
+                out = variant(*args)                                # compiles
+            except torch._dynamo.exc.TorchDynamoException as e:
+                first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise ValueError(f"the log density cannot be compiled into one graph ({first_line}); build with "
+                                 "compile=False, or write it with torch operations only (no NumPy, no Python "
+                                 "branches on tensor values)") from None
+            result = out if result is None else result
+            start = time.perf_counter()
+            for _ in range(trials):
+                variant(*args)
+            seconds = time.perf_counter() - start
+            if best is None or seconds < best[0]:
+                best = (seconds, variant)
+        chosen[key] = best[1]
+        return result
+    return call
 
 
 def check_step_size(step_size) -> None:

@@ -30,7 +30,8 @@ import torch
 from torch import Tensor
 
 # NUTS shares HMC's state (position, log density, its gradient), so ``init`` is HMC's
-from .hmc import HMCState, Kernel, LogDensity, as_column, check_step_size, init, value_and_grad
+from .hmc import (DIVERGENCE_THRESHOLD, HMCState, Kernel, LogDensity, as_column, check_step_size,
+                  fastest_compiled, functional_value_and_grad, init, value_and_grad)
 from .kinetic import GaussianKinetic
 
 
@@ -71,39 +72,34 @@ def _turning(velocity, p_minus: Tensor, p_plus: Tensor, p_sum: Tensor) -> Tensor
     return ((velocity(p_minus) * p_sum).sum(-1) <= 0) | ((velocity(p_plus) * p_sum).sum(-1) <= 0)
 
 
-class _Builder:
-    """Tree building for one transition: the start energy, step and kinetic energy shared by every leaf."""
+# Subtrees up to this depth are built by one function each (2^depth leapfrog steps and their merges, one compiled
+# graph with ``compile=True``); deeper ones are merged from them here, in Python.
+BLOCK_DEPTH = 2
 
-    def __init__(self, logdensity: LogDensity, kinetic, eps: Tensor, h0: Tensor, threshold: float, generator):
-        self.logdensity, self.kinetic, self.eps, self.h0 = logdensity, kinetic, eps, h0
-        self.threshold, self.generator = threshold, generator
+
+class _Builder:
+    """Tree building for one transition: the start energy, step and kinetic energy shared by every leaf.
+    ``blocks[d]`` builds a whole subtree of depth d <= BLOCK_DEPTH and ``combine_fn`` merges two halves (``_subtree``
+    and ``_combine`` with the density and kinetic bound, eager or compiled). The random draws stay here, outside
+    them, in the order of the plain recursion, so both paths consume the generator identically."""
+
+    def __init__(self, blocks, combine_fn, eps: Tensor, h0: Tensor, generator):
+        self.blocks, self.combine_fn, self.eps, self.h0 = blocks, combine_fn, eps, h0
+        self.generator = generator
         self.grad_evals = 0
 
-    def leaf(self, x: Tensor, p: Tensor, g: Tensor, direction: Tensor, alive: Tensor) -> _Tree:
-        """One leapfrog step of size eps * direction from (x, p, g); ``alive``: the chains whose trajectory has not
-        stopped (the others are stepped in lock step but their point is not counted)."""
-        eps = self.eps * direction.unsqueeze(-1)
-        p_half = p + 0.5 * eps * g
-        x_new = x + eps * self.kinetic.velocity(p_half)
-        lp, g_new = value_and_grad(self.logdensity, x_new)
-        self.grad_evals += 1
-        p_new = p_half + 0.5 * eps * g_new
-        delta = -lp + self.kinetic.energy(p_new) - self.h0
-        diverging = ~(delta < self.threshold)                          # also NaN / inf
-        # a diverged chain keeps stepping from its last finite point (lock-step), never from NaN
-        x_new, p_new, g_new = _where(diverging, x, x_new), _where(diverging, p, p_new), _where(diverging, g, g_new)
-        lp = torch.where(diverging, torch.full_like(lp, -torch.inf), lp)
-        log_weight = torch.where(diverging, torch.full_like(delta, -torch.inf), -delta)
-        accept = torch.where(diverging | ~alive, torch.zeros_like(delta), torch.exp(torch.clamp(-delta, max=0.0)))
-        no = torch.zeros_like(diverging)
-        return _Tree(x_new, p_new, g_new, x_new, p_new, g_new, x_new, p_new, g_new, lp, log_weight, p_new, no,
-                     diverging, accept, alive.to(delta.dtype))
+    def uniforms(self, count: int, chains: int) -> Tensor:
+        return torch.rand((count, chains), generator=self.generator, dtype=self.h0.dtype, device=self.h0.device)
 
     def build(self, x: Tensor, p: Tensor, g: Tensor, direction: Tensor, depth: int, alive: Tensor) -> _Tree:
         """A subtree of 2^depth leapfrog steps from (x, p, g) in ``direction`` (per chain +1 / -1). A chain whose
         first half turned or diverged stops counting points (Stan stops building there)."""
-        if depth == 0:
-            return self.leaf(x, p, g, direction, alive)
+        if depth <= BLOCK_DEPTH:
+            self.grad_evals += 2 ** depth
+            # one draw per merge, in the order the recursion makes them (on CPU one call of k x chains uniforms
+            # gives the same numbers as k calls of chains)
+            u = self.uniforms(2 ** depth - 1, alive.shape[0])
+            return _Tree(*self.blocks[depth](x, p, g, direction, alive, self.eps, self.h0, u))
         first = self.build(x, p, g, direction, depth - 1, alive)
         forward = direction > 0
         # the second half continues from the first half's far end
@@ -112,11 +108,53 @@ class _Builder:
         start_g = _where(forward, first.g_plus, first.g_minus)
         second = self.build(start_x, start_p, start_g, direction, depth - 1,
                             alive & ~first.turning & ~first.diverging)
-        left, right = _order(forward, first, second)
-        log_weight = torch.logaddexp(first.log_weight, second.log_weight)
-        u = torch.rand(log_weight.shape, generator=self.generator, dtype=log_weight.dtype, device=log_weight.device)
-        take = torch.log(u) < second.log_weight - log_weight             # multinomial inside the subtree
-        return _merge(left, right, first, second, take, log_weight, self.kinetic.velocity)
+        u = self.uniforms(1, alive.shape[0])[0]
+        return _Tree(*self.combine_fn(forward, u, *first, *second))
+
+
+def _subtree(leaf, velocity, depth: int, x: Tensor, p: Tensor, g: Tensor, direction: Tensor, alive: Tensor,
+             u: Tensor) -> _Tree:
+    """``_Builder.build`` as one pure function: a subtree of 2^depth steps, ``u`` [2^depth - 1, chains] the
+    uniforms of its merges in the recursion's order (the first half's, the second half's, then its own)."""
+    if depth == 0:
+        return leaf(x, p, g, direction, alive)
+    half = 2 ** (depth - 1) - 1
+    first = _subtree(leaf, velocity, depth - 1, x, p, g, direction, alive, u[:half])
+    forward = direction > 0
+    ends = [_where(forward, getattr(first, f"{v}_plus"), getattr(first, f"{v}_minus")) for v in "xpg"]
+    second = _subtree(leaf, velocity, depth - 1, *ends, direction, alive & ~first.turning & ~first.diverging,
+                      u[half:2 * half])
+    return _combine(velocity, forward, u[2 * half], first, second)
+
+
+def _leaf(value_and_grad_fn, kinetic, threshold: float, x: Tensor, p: Tensor, g: Tensor, direction: Tensor,
+          alive: Tensor, eps: Tensor, h0: Tensor) -> _Tree:
+    """One leapfrog step of size eps * direction from (x, p, g) as a one-point tree; ``alive``: the chains whose
+    trajectory has not stopped (the others are stepped in lock step but their point is not counted)."""
+    eps = eps * direction.unsqueeze(-1)
+    p_half = p + 0.5 * eps * g
+    x_new = x + eps * kinetic.velocity(p_half)
+    lp, g_new = value_and_grad_fn(x_new)
+    p_new = p_half + 0.5 * eps * g_new
+    delta = -lp + kinetic.energy(p_new) - h0
+    diverging = ~(delta < threshold)                                   # also NaN / inf
+    # a diverged chain keeps stepping from its last finite point (lock-step), never from NaN
+    x_new, p_new, g_new = _where(diverging, x, x_new), _where(diverging, p, p_new), _where(diverging, g, g_new)
+    lp = torch.where(diverging, torch.full_like(lp, -torch.inf), lp)
+    log_weight = torch.where(diverging, torch.full_like(delta, -torch.inf), -delta)
+    accept = torch.where(diverging | ~alive, torch.zeros_like(delta), torch.exp(torch.clamp(-delta, max=0.0)))
+    no = torch.zeros_like(diverging)
+    return _Tree(x_new, p_new, g_new, x_new, p_new, g_new, x_new, p_new, g_new, lp, log_weight, p_new, no,
+                 diverging, accept, alive.to(delta.dtype))
+
+
+def _combine(velocity, forward: Tensor, u: Tensor, first: _Tree, second: _Tree) -> _Tree:
+    """The subtree made of its two halves, the proposal drawn multinomially: the second half's replaces the
+    first's with probability w_2 / (w_1 + w_2) (uniform ``u``)."""
+    left, right = _order(forward, first, second)
+    log_weight = torch.logaddexp(first.log_weight, second.log_weight)
+    take = torch.log(u) < second.log_weight - log_weight
+    return _merge(left, right, first, second, take, log_weight, velocity)
 
 
 def _order(forward: Tensor, first: _Tree, second: _Tree) -> tuple[_Tree, _Tree]:
@@ -138,14 +176,41 @@ def _merge(left: _Tree, right: _Tree, old: _Tree, new: _Tree, take: Tensor, log_
 
 
 def build(logdensity: LogDensity, step_size, kinetic=None, max_depth: int = 10,
-          divergence_threshold: float = 1000.0) -> Kernel:
-    """NUTS with its settings bound (``Kernel(init, step)``); bad settings fail here, before any draw."""
+          divergence_threshold: float = DIVERGENCE_THRESHOLD, compile: bool = False) -> Kernel:
+    """NUTS with its settings bound (``Kernel(init, step)``); bad settings fail here, before any draw.
+
+    ``compile=True``: the leapfrog leaf (step, gradient by ``torch.func``, energy, divergence) and the merge of two
+    subtrees (multinomial proposal, generalized U-turn checks) are each one ``torch.compile``d graph, autotuned as
+    in ``hmc.build``; the tree recursion and the random draws stay eager, so the compiled kernel gives the eager
+    draws for the same generator (to floating-point tolerance). The first step compiles (tens of seconds)."""
     _check_depth(max_depth)
     check_step_size(step_size)
+    kinetic = GaussianKinetic() if kinetic is None else kinetic
+    functions = None
+    if compile:
+        blocks, combine = _functions(functional_value_and_grad(logdensity), kinetic, divergence_threshold)
+        functions = (tuple(fastest_compiled(b) for b in blocks), fastest_compiled(combine))
 
     def kernel_step(state: HMCState, generator: Optional[torch.Generator] = None):
-        return step(state, generator, logdensity, step_size, kinetic, max_depth, divergence_threshold)
+        return step(state, generator, logdensity, step_size, kinetic, max_depth, divergence_threshold, functions)
     return Kernel(lambda position: init(position, logdensity), kernel_step)
+
+
+def _functions(value_and_grad_fn, kinetic, threshold: float) -> tuple:
+    """The subtree blocks (``_subtree`` of depth 0..BLOCK_DEPTH) and ``_combine``, with the density, kinetic
+    energy and divergence threshold bound, on flat tensors (what a compiled graph takes and returns)."""
+    fields = len(_Tree._fields)
+
+    def block(depth):
+        def subtree(x, p, g, direction, alive, eps, h0, u):
+            def leaf(x, p, g, direction, alive):
+                return _leaf(value_and_grad_fn, kinetic, threshold, x, p, g, direction, alive, eps, h0)
+            return tuple(_subtree(leaf, kinetic.velocity, depth, x, p, g, direction, alive, u))
+        return subtree
+
+    def combine(forward, u, *halves):
+        return tuple(_combine(kinetic.velocity, forward, u, _Tree(*halves[:fields]), _Tree(*halves[fields:])))
+    return tuple(block(d) for d in range(BLOCK_DEPTH + 1)), combine
 
 
 def _check_depth(max_depth) -> None:
@@ -154,15 +219,19 @@ def _check_depth(max_depth) -> None:
 
 
 def step(state: HMCState, generator: Optional[torch.Generator], logdensity: LogDensity, step_size,
-         kinetic=None, max_depth: int = 10, divergence_threshold: float = 1000.0) -> tuple[HMCState, NUTSInfo]:
-    """One multinomial-NUTS transition per chain (module docstring)."""
+         kinetic=None, max_depth: int = 10, divergence_threshold: float = DIVERGENCE_THRESHOLD,
+         functions: Optional[tuple] = None) -> tuple[HMCState, NUTSInfo]:
+    """One multinomial-NUTS transition per chain (module docstring). ``functions``: the compiled leaf and merge
+    that ``build(compile=True)`` passes; eager ones by default."""
     _check_depth(max_depth)
     kinetic = GaussianKinetic() if kinetic is None else kinetic
+    if functions is None:
+        functions = _functions(lambda x: value_and_grad(logdensity, x), kinetic, divergence_threshold)
     x0, lp0, g0 = state
     eps = as_column(step_size, x0, "step_size")
     p0 = kinetic.sample(x0, generator)
     h0 = -lp0 + kinetic.energy(p0)
-    builder = _Builder(logdensity, kinetic, eps, h0, divergence_threshold, generator)
+    builder = _Builder(*functions, eps, h0, generator)
     zero = torch.zeros_like(lp0)
     no = torch.zeros_like(lp0, dtype=torch.bool)
     traj = _Tree(x0, p0, g0, x0, p0, g0, x0, p0, g0, lp0, zero, p0, no, no, zero, zero)

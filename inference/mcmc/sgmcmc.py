@@ -30,7 +30,7 @@ from typing import Callable, NamedTuple, Optional
 import torch
 from torch import Tensor
 
-from .hmc import Kernel, check_fits, check_position
+from .hmc import Kernel, check_fits, check_position, fastest_compiled
 from .kinetic import GaussianKinetic, RelativisticKinetic
 
 GradFn = Callable[[Tensor, Optional[torch.Generator]], Tensor]
@@ -71,12 +71,21 @@ def sgld_step(state: SGState, generator: Optional[torch.Generator], grad_fn: Gra
               temperature: float = 1.0) -> tuple[SGState, SGInfo]:
     """SGLD (seed 000 eq 2.23)."""
     _check_hparams(step_size, 0.0, temperature)
+    return _sgld(state, generator, grad_fn, lambda *a: _sgld_update(*a, step_size, temperature))
+
+
+def _sgld(state: SGState, generator, grad_fn: GradFn, update) -> tuple[SGState, SGInfo]:
+    """The draws (the noise, then the user's minibatch gradient) around ``update``, eager or compiled."""
     x = state.position
     noise = torch.randn(x.shape, generator=generator, dtype=x.dtype, device=x.device)
-    x = x + step_size * grad_fn(x, generator) + (2 * step_size * temperature) ** 0.5 * noise
-    bad = ~torch.isfinite(x).all(-1)
+    x, bad = update(x, grad_fn(x, generator), noise)
     zero = torch.zeros(x.shape[:1], dtype=x.dtype, device=x.device)
     return SGState(x, state.momentum, state.thermostat), SGInfo(zero, state.thermostat, bad, 1)
+
+
+def _sgld_update(x: Tensor, grad: Tensor, noise: Tensor, h: float, temperature: float) -> tuple[Tensor, Tensor]:
+    x = x + h * grad + (2 * h * temperature) ** 0.5 * noise                     # (2.23)
+    return x, ~torch.isfinite(x).all(-1)
 
 
 def sghmc_step(state: SGState, generator: Optional[torch.Generator], grad_fn: GradFn, step_size: float,
@@ -85,18 +94,28 @@ def sghmc_step(state: SGState, generator: Optional[torch.Generator], grad_fn: Gr
     """The shared (R)SGHMC / (R)SGNHT / RSGD update (see module docstring)."""
     _check_hparams(step_size, friction, temperature)
     kinetic = GaussianKinetic() if kinetic is None else kinetic
-    x, p, z = state.position, state.momentum, state.thermostat
-    h = step_size
-    drag = z.unsqueeze(-1) if thermostat else friction
+    return _sghmc(state, generator, grad_fn,
+                  lambda *a: _sghmc_update(*a, step_size, friction, kinetic, thermostat, temperature))
+
+
+def _sghmc(state: SGState, generator, grad_fn: GradFn, update) -> tuple[SGState, SGInfo]:
+    """The draws (the noise, then the user's minibatch gradient) around ``update``, eager or compiled."""
+    x = state.position
     noise = torch.randn(x.shape, generator=generator, dtype=x.dtype, device=x.device)
-    p = p + h * grad_fn(x, generator) - h * drag * kinetic.velocity(p) \
-        + (2 * h * friction * temperature) ** 0.5 * noise
+    x, p, z, energy, bad = update(x, state.momentum, state.thermostat, grad_fn(x, generator), noise)
+    return SGState(x, p, z), SGInfo(energy, z, bad, 1)
+
+
+def _sghmc_update(x: Tensor, p: Tensor, z: Tensor, grad: Tensor, noise: Tensor, h: float, friction: float,
+                  kinetic, thermostat: bool, temperature: float) -> tuple[Tensor, ...]:
+    drag = z.unsqueeze(-1) if thermostat else friction
+    p = p + h * grad - h * drag * kinetic.velocity(p) + (2 * h * friction * temperature) ** 0.5 * noise
     v = kinetic.velocity(p)
     x = x + h * v
     if thermostat:
         z = z + h * ((v * v).sum(-1) - temperature * kinetic.laplacian(p)) / x.shape[-1]
     bad = ~(torch.isfinite(x).all(-1) & torch.isfinite(p).all(-1))
-    return SGState(x, p, z), SGInfo(kinetic.energy(p), z, bad, 1)
+    return x, p, z, kinetic.energy(p), bad
 
 
 def sgnht_step(state, generator, grad_fn, step_size, friction: float = 1.0, temperature: float = 1.0):
@@ -127,22 +146,34 @@ METHODS = ("sgld", "sghmc", "sgnht", "rsghmc", "rsgd", "rsgnht")
 
 
 def build(grad_fn: GradFn, step_size: float, method: str = "sghmc", friction: float = 1.0, temperature: float = 1.0,
-          mass=1.0, c=1.0) -> Kernel:
+          mass=1.0, c=1.0, compile: bool = False) -> Kernel:
     """An SG-MCMC kernel with its settings bound: ``state = kernel.init(position, generator)``, then
     ``state, info = kernel.step(state, generator)``. ``mass`` and ``c`` are the relativistic kinetic energy's (the
-    r* methods); bad settings fail here, before any draw."""
+    r* methods); bad settings fail here, before any draw.
+
+    ``compile=True``: the update (momentum, position, thermostat, energy and the divergence check) is one compiled
+    graph (``hmc.fastest_compiled``); the noise and ``grad_fn`` run before it, as in the eager kernel, so the draws
+    are the same. ``grad_fn`` draws its minibatch from the generator and stays the caller's: wrap its pure part in
+    ``torch.compile`` to fuse it too."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     _check_hparams(step_size, friction, temperature)
     relativistic = method.startswith("r")
     kinetic = RelativisticKinetic(mass, c) if relativistic else GaussianKinetic()
     if method == "sgld":
-        def kernel_step(state, generator=None):
-            return sgld_step(state, generator, grad_fn, step_size, temperature)
+        def update(x, grad, noise):
+            return _sgld_update(x, grad, noise, step_size, temperature)
+        run = _sgld
     else:
         thermostat = method.endswith("nht")
         temp = 0.0 if method == "rsgd" else temperature
 
-        def kernel_step(state, generator=None):
-            return sghmc_step(state, generator, grad_fn, step_size, friction, kinetic, thermostat, temp)
+        def update(x, p, z, grad, noise):
+            return _sghmc_update(x, p, z, grad, noise, step_size, friction, kinetic, thermostat, temp)
+        run = _sghmc
+    if compile:
+        update = fastest_compiled(update)
+
+    def kernel_step(state, generator=None):
+        return run(state, generator, grad_fn, update)
     return Kernel(lambda position, generator=None: init(position, generator, kinetic, friction), kernel_step)

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from . import hmc
+from .kinetic import GaussianKinetic
 
 
 class PTState(NamedTuple):
@@ -57,19 +58,23 @@ def init(position: Tensor, logdensity, temperatures: Tensor) -> PTState:
 
 
 def step(state: PTState, generator: Optional[torch.Generator], logdensity, step_size, num_steps: int = 10,
-         kinetic=None) -> tuple[PTState, PTInfo]:
+         kinetic=None, transition=None) -> tuple[PTState, PTInfo]:
+    """One HMC step per chain on its tempered target, then the swap sweep. ``transition``: the compiled HMC
+    transition of the tempered density that ``build(compile=True)`` passes (eager by default)."""
     r, n, d = state.position.shape
     beta = state.inverse_temperature
     beta_flat = beta.repeat(r)                                                  # [R*N], rung-major inside a replica
-
-    def tempered(x: Tensor) -> Tensor:                                         # (2.6), corrected
-        return beta_flat * logdensity(x)
-
     eps = torch.as_tensor(step_size, dtype=state.position.dtype, device=state.position.device)
     eps = eps.repeat(r) if eps.ndim == 1 else eps
     flat = hmc.HMCState(state.position.reshape(r * n, d), beta_flat * state.log_density.reshape(-1),
                         beta_flat.unsqueeze(-1) * state.grad.reshape(r * n, d))
-    flat, info = hmc.step(flat, generator, tempered, eps, num_steps, kinetic)
+    if transition is None:
+        flat, info = hmc.step(flat, generator, lambda x: _tempered(logdensity, x, beta_flat), eps, num_steps,
+                              kinetic)
+    else:                           # the same draws, in the same order, as hmc.step
+        kinetic_energy = kinetic or GaussianKinetic()
+        flat, info = transition(flat, *hmc._draws(flat, generator, kinetic_energy),
+                                hmc.as_column(eps, flat.position, "step_size"), beta_flat)
     x = flat.position.reshape(r, n, d)
     lp = (flat.log_density / beta_flat).reshape(r, n)                         # back to untempered values
     g = (flat.grad / beta_flat.unsqueeze(-1)).reshape(r, n, d)
@@ -94,9 +99,17 @@ def step(state: PTState, generator: Optional[torch.Generator], logdensity, step_
     return PTState(x, lp, g, beta), info
 
 
-def build(logdensity, temperatures: Tensor, step_size, num_steps: int = 10, kinetic=None) -> hmc.Kernel:
+def _tempered(logdensity, x: Tensor, beta: Tensor) -> Tensor:
+    """(2.6), corrected: log p_T(x) = log p(x) / T, per chain."""
+    return beta * logdensity(x)
+
+
+def build(logdensity, temperatures: Tensor, step_size, num_steps: int = 10, kinetic=None,
+          compile: bool = False) -> hmc.Kernel:
     """Parallel tempering with its settings bound: ``state = kernel.init(position [replicas, N, d])``, then
-    ``state, info = kernel.step(state, generator)``; bad settings fail here, before any draw."""
+    ``state, info = kernel.step(state, generator)``; bad settings fail here, before any draw. ``compile=True``:
+    every chain's HMC trajectory on its tempered target is one compiled graph (``hmc.compiled_transition``), the
+    swap sweep stays eager; the same draws as the eager kernel for the same generator."""
     if int(num_steps) != num_steps or num_steps < 1:
         raise ValueError(f"num_steps must be a positive integer, got {num_steps}")
     hmc.check_step_size(step_size)
@@ -104,6 +117,11 @@ def build(logdensity, temperatures: Tensor, step_size, num_steps: int = 10, kine
     if temperatures.ndim != 1 or not bool((temperatures > 0).all()):
         raise ValueError("temperatures must be a 1-d tensor of positive values (e.g. tempering.ladder(8))")
 
+    transition = None
+    if compile:
+        transition = hmc.compiled_transition(lambda x, beta: _tempered(logdensity, x, beta), int(num_steps),
+                                             kinetic or GaussianKinetic(), hmc.DIVERGENCE_THRESHOLD)
+
     def kernel_step(state: PTState, generator: Optional[torch.Generator] = None):
-        return step(state, generator, logdensity, step_size, int(num_steps), kinetic)
+        return step(state, generator, logdensity, step_size, int(num_steps), kinetic, transition)
     return hmc.Kernel(lambda position: init(position, logdensity, temperatures), kernel_step)

@@ -367,3 +367,54 @@ def test_compiled_hmc_gives_the_eager_draws():
             b, ib = compiled.step(b, gb)
         assert torch.allclose(a.position, b.position, atol=1e-10)
         assert torch.equal(ia.is_accepted, ib.is_accepted) and 0 < float(ia.is_accepted.float().mean())
+
+
+def test_a_density_that_cannot_be_compiled_is_one_clear_error():
+    def through_python(x):                        # leaves torch: dynamo cannot trace it into one graph
+        return torch.tensor([-0.5 * sum(v * v for v in row) for row in x.tolist()]) + 0.0 * x.sum(-1)
+    kernel = hmc.build(through_python, 0.1, 3, compile=True)
+    state = kernel.init(torch.zeros(4, 2, dtype=torch.float64))
+    with pytest.raises(ValueError, match="cannot be compiled into one graph.*compile=False"):
+        kernel.step(state, gen())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", sgmcmc.METHODS)
+def test_compiled_sgmcmc_gives_the_eager_draws(method):
+    """sgmcmc.build(compile=True): the update compiled, the noise and the minibatch gradient drawn before it as in
+    the eager kernel, so the same draws for the same generator (slow: compiling)."""
+    data = torch.randn(50, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0)) + 1.0
+
+    def minibatch_grad(x, generator):              # N(mean of the data, I/N) posterior, 10 of 50 points per step
+        batch = data[torch.randint(0, 50, (10,), generator=generator)]
+        return -(x - batch.mean(0)) * 50
+    x0 = torch.zeros(6, 3, dtype=torch.float64)
+    eager, compiled = (sgmcmc.build(minibatch_grad, 1e-3, method, compile=c) for c in (False, True))
+    ga, gb = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    a, b = eager.init(x0, ga), compiled.init(x0, gb)
+    for _ in range(20):
+        a, ia = eager.step(a, ga)
+        b, ib = compiled.step(b, gb)
+    assert torch.allclose(a.position, b.position, atol=1e-10) and torch.allclose(a.thermostat, b.thermostat)
+    assert torch.allclose(ia.kinetic_energy, ib.kinetic_energy) and not bool(a.position.eq(0).all())
+
+
+@pytest.mark.slow
+def test_compiled_tempering_gives_the_eager_draws():
+    """tempering.build(compile=True): each rung's trajectory on its tempered target compiled, the swaps eager; the
+    eager kernel's draws and swaps for the same generator (slow: compiling)."""
+    def logp(x):                                     # two modes, so rungs swap
+        return torch.logsumexp(torch.stack([-0.5 * ((x - 2) ** 2).sum(-1), -0.5 * ((x + 2) ** 2).sum(-1)]), 0)
+    temps = tempering.ladder(4)
+    x0 = torch.randn(5, 4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    eager, compiled = (tempering.build(logp, temps, 0.3 * temps.sqrt(), 5, compile=c) for c in (False, True))
+    a, b = eager.init(x0), compiled.init(x0)
+    ga, gb = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    swapped = False
+    for _ in range(10):
+        a, ia = eager.step(a, ga)
+        b, ib = compiled.step(b, gb)
+        assert torch.allclose(a.position, b.position, atol=1e-10) and torch.allclose(a.log_density, b.log_density)
+        assert torch.equal(ia.swap_accepted, ib.swap_accepted)
+        swapped |= bool(ia.swap_accepted.any())
+    assert swapped

@@ -79,6 +79,30 @@ def test_build_gives_the_same_draws_as_step_with_the_same_generator():
         assert torch.equal(a.position, b.position)
 
 
+@pytest.mark.slow
+def test_compiled_nuts_gives_the_eager_draws():
+    """nuts.build(compile=True): compiled leaf and merge, the eager draws for the same generator (to floating-point
+    tolerance), with either kinetic energy and with divergent trajectories (slow: compiling takes tens of seconds)."""
+    def banana(x):              # curved, so trees of different depths; NaN beyond |x| > 4 (divergences)
+        lp = gaussian(x) - 0.5 * (x[..., 1] - 0.5 * x[..., 0] ** 2) ** 2
+        return torch.where(x.abs().max(-1).values > 4, torch.full_like(lp, math.nan), lp)
+    x0 = torch.randn(16, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    for kin, step_size in ((None, 0.4), (RelativisticKinetic(1.0, 2.0), 1.2)):
+        eager, compiled = (nuts.build(banana, step_size, kinetic=kin, max_depth=6, compile=c) for c in (False, True))
+        a, b = eager.init(x0), compiled.init(x0)
+        ga, gb = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+        depths, divergent = set(), False
+        for _ in range(10):
+            a, ia = eager.step(a, ga)
+            b, ib = compiled.step(b, gb)
+            assert torch.allclose(a.position, b.position, atol=1e-10)
+            assert torch.equal(ia.tree_depth, ib.tree_depth) and torch.equal(ia.is_divergent, ib.is_divergent)
+            depths |= set(ia.tree_depth.tolist())
+            divergent |= bool(ia.is_divergent.any())
+        assert len(depths) > 1
+    assert divergent
+
+
 def test_nuts_stops_on_divergence_and_never_returns_nan():
     def cliff(x):               # finite at the start, NaN beyond |x| > 3
         lp = -0.5 * (x ** 2).sum(-1)
