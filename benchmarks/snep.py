@@ -54,6 +54,9 @@ def linear_regression(n=120, d=3, noise=0.3, seed=0):
     return Z, y, cov @ Z.T @ y / noise ** 2, cov
 
 
+MAX_LEAD = 4          # calls of 250 steps a worker may run ahead of the slowest (server.run's bounded staleness)
+
+
 def exact_case(steps: int, lr: float) -> dict:
     Z, y, mean, cov = linear_regression()
     settings = server.SNEPSettings(lr=lr, n_sync=5, n_outer=1, power=1.0)
@@ -61,7 +64,7 @@ def exact_case(steps: int, lr: float) -> dict:
     for workers, kill in [(2, None), (3, None), (4, None), (3, {2: 1})]:
         shards = [snep.GaussianShard(Z[i::workers], y[i::workers], 0.3) for i in range(workers)]
         run = server.run(shards, torch.zeros(3), 10 * torch.eye(3), steps=steps, settings=settings,
-                         site_var=0.01, chunk=250, num_cpus=max(2, workers), seed=0,
+                         site_var=0.01, chunk=250, max_lead=MAX_LEAD, num_cpus=max(2, workers), seed=0,
                          kill=(lambda calls, k=kill: k.get(calls)) if kill else None)
         m, c = server.posterior(run.theta_post)
         name = f"{workers}_workers" + ("_one_killed" if kill else "")
@@ -74,7 +77,7 @@ def exact_case(steps: int, lr: float) -> dict:
     return {"claim": "SNEP is exact on Bayesian linear regression over 2-4 workers: q equals the closed-form posterior "
                      "to numerical precision (seed 003 case 8)",
             "settings": {"n": 120, "d": 3, "steps_per_worker": steps, "n_sync": 5, "lr": lr, "beta": 1.0,
-                         "initial_site_variance": 0.01,
+                         "initial_site_variance": 0.01, "chunk": 250, "max_lead_calls": MAX_LEAD,
                          "ray": "local cluster, one logical CPU per worker (on 2 cores)"},
             "measured": measured, "holds": holds}
 

@@ -339,17 +339,26 @@ class SNEPRun:
 
 def run(shards: Sequence, prior_mean: Tensor, prior_var: Tensor, steps: int, settings: SNEPSettings = SNEPSettings(),
         site_var: float = 1.0, chunk: int = 50, address: Optional[str] = None, num_cpus: Optional[int] = None,
-        checkpoint_dir: Optional[str] = None, seed: int = 0, on_round=None, kill=None) -> SNEPRun:
+        checkpoint_dir: Optional[str] = None, seed: int = 0, on_round=None, kill=None,
+        max_lead: Optional[int] = 4) -> SNEPRun:
     """SNEP with one Ray worker actor per shard and a posterior server actor, each worker running ``steps`` inner
     steps (in calls of ``chunk``). ``prior_var``: a vector (diag family) or a covariance matrix (full family). Sites
     start as N(0, site_var) per coordinate. ``on_round(seconds, snapshot)`` is called after every returned worker
     call (for traces); ``kill(calls) -> worker index, "server" or None`` kills that process (fault-tolerance tests and
-    demonstrations). ``checkpoint_dir`` with a server checkpoint in it resumes that run."""
+    demonstrations). ``checkpoint_dir`` with a server checkpoint in it resumes that run.
+
+    ``max_lead``: a worker is given its next call only while it is fewer than ``max_lead`` calls ahead of the
+    slowest unfinished worker (bounded staleness); None lets every worker run freely, as Alg 8. Alg 8 has no bound,
+    and then the result depends on timing: a worker that starts late (Ray start-up) or is starved of CPU finds the
+    others finished, its site still far from its fixed point and no steps left. The pushes stay asynchronous
+    either way, and every worker is started before the first call."""
     import ray
 
     from cluster import ClusterError, connect_ray
 
     settings.validate(len(shards))
+    if max_lead is not None and max_lead < 1:
+        raise ValueError(f"max_lead must be at least 1 call (or None for no bound), got {max_lead}")
     family = FAMILIES[settings.family]
     d = prior_mean.numel()
     prior_mean = prior_mean.double()
@@ -373,14 +382,26 @@ def run(shards: Sequence, prior_mean: Tensor, prior_var: Tensor, steps: int, set
             theta0, [site] * len(shards), settings.family, checkpoint_dir, settings.checkpoint_every)
         worker_cls = ray.remote(num_cpus=1, max_restarts=-1, max_task_retries=0)(SNEPWorker)
         workers = [worker_cls.remote(i, shard, server, settings, len(shards), seed) for i, shard in enumerate(shards)]
+        ray.get([w.pid.remote() for w in workers])          # every worker is up before any of them steps
         start = time.monotonic()
         done = ray.get(server.snapshot.remote())["steps"]
         restarts, calls_made = 0, 0
-        calls = {}
-        for i in range(len(shards)):
-            if done[i] < steps:
-                calls[workers[i].run.remote(min(chunk, steps - done[i]))] = i
-        while calls:                      # each worker goes on as soon as its own call returns: nobody waits
+        calls, parked = {}, set()
+
+        def give_calls(candidates):
+            """The next call of each candidate not too far ahead of the slowest unfinished worker (else parked)."""
+            unfinished = [done[j] for j in range(len(shards)) if done[j] < steps]
+            for j in candidates:
+                if done[j] >= steps:
+                    continue
+                if max_lead is not None and done[j] - min(unfinished) >= max_lead * chunk:
+                    parked.add(j)
+                else:
+                    parked.discard(j)
+                    calls[workers[j].run.remote(min(chunk, steps - done[j]))] = j
+
+        give_calls(range(len(shards)))
+        while calls:                      # a worker goes on as soon as its own call returns (within max_lead)
             victim = kill(calls_made) if kill else None
             if victim is not None:
                 actor = server if victim == "server" else workers[victim]
@@ -393,8 +414,7 @@ def run(shards: Sequence, prior_mean: Tensor, prior_var: Tensor, steps: int, set
                 restarts += 1
                 done[i] = ray.get(server.worker_state.remote(i))["step"]
             calls_made += 1
-            if done[i] < steps:
-                calls[workers[i].run.remote(min(chunk, steps - done[i]))] = i
+            give_calls([i, *sorted(parked)])
             if on_round:
                 on_round(time.monotonic() - start, _owned(ray.get(server.snapshot.remote())))
         ray.get([w.flush.remote() for w in workers])

@@ -249,21 +249,23 @@ def build(logdensity: LogDensity, step_size, num_steps: int = 10, kinetic=None,
 _CPU_VARIANTS = ({}, {"cpp.simdlen": 0})
 
 
-def fastest_compiled(transition: Callable, trials: int = 3) -> Callable:
-    """``torch.compile(transition)`` (full graph, static shapes), autotuned on CPU: for each new input shape
-    the first call compiles every variant of ``_CPU_VARIANTS``, times ``trials`` calls of each on that call's
-    inputs (the transition is a pure function) and keeps the fastest. On CUDA there is one variant."""
+def fastest_compiled(transition: Callable, trials: int = 3, dynamic: bool = False) -> Callable:
+    """``torch.compile(transition)`` (full graph; static shapes unless ``dynamic``), autotuned on CPU: for each new
+    input shape the first call compiles every variant of ``_CPU_VARIANTS`` (``dynamic``: once, for any batch size),
+    times ``trials`` calls of each on that call's inputs (the transition is a pure function) and keeps the fastest.
+    On CUDA there is one variant."""
     # every build shares the code of its ``transition``, and each new density, kinetic, chain count or code
     # variant adds a compiled version of it; past torch's default limit of 8 it would fail (fullgraph)
     config = torch._dynamo.config
     for name, least in (("recompile_limit", 256), ("accumulated_recompile_limit", 1024)):
         if hasattr(config, name):
             setattr(config, name, max(getattr(config, name), least))
-    variants = [torch.compile(transition, fullgraph=True, dynamic=False, options=dict(o)) for o in _CPU_VARIANTS]
+    variants = [torch.compile(transition, fullgraph=True, dynamic=dynamic, options=dict(o)) for o in _CPU_VARIANTS]
     chosen: dict = {}
 
     def call(*args):
-        key = tuple((a.shape, a.dtype, a.device) for a in args)
+        # one choice per input layout; with ``dynamic`` any batch size shares it (timing each size would cost more)
+        key = tuple(((a.ndim if dynamic else a.shape), a.dtype, a.device) for a in args)
         if key in chosen:
             return chosen[key](*args)
         candidates = variants if args[0].device.type == "cpu" else variants[:1]

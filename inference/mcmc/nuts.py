@@ -42,7 +42,7 @@ class NUTSInfo(NamedTuple):
     energy: Tensor            # [chains] Hamiltonian of the returned point
     tree_depth: Tensor        # [chains]
     num_steps: Tensor         # [chains] leapfrog points the chain's trajectory built (as Stan counts them)
-    num_grad_evals: int       # per chain, counting the lock-step work of chains that had stopped
+    num_grad_evals: int       # per chain on average: the chains still going at each depth, in lock step within it
 
 
 class _Tree(NamedTuple):
@@ -95,7 +95,7 @@ class _Builder:
         """A subtree of 2^depth leapfrog steps from (x, p, g) in ``direction`` (per chain +1 / -1). A chain whose
         first half turned or diverged stops counting points (Stan stops building there)."""
         if depth <= BLOCK_DEPTH:
-            self.grad_evals += 2 ** depth
+            self.grad_evals += 2 ** depth * alive.shape[0]             # chain-evaluations, padding included
             # one draw per merge, in the order the recursion makes them (on CPU one call of k x chains uniforms
             # gives the same numbers as k calls of chains)
             u = self.uniforms(2 ** depth - 1, alive.shape[0])
@@ -189,7 +189,10 @@ def build(logdensity: LogDensity, step_size, kinetic=None, max_depth: int = 10,
     functions = None
     if compile:
         blocks, combine = _functions(functional_value_and_grad(logdensity), kinetic, divergence_threshold)
-        functions = (tuple(fastest_compiled(b) for b in blocks), fastest_compiled(combine))
+        # two sets: static shapes for all the chains (the faster code), and one graph for any number of chains
+        # for the ones still going (``_active_rows``: a different number at every depth)
+        functions = {part: (tuple(fastest_compiled(b, dynamic=part) for b in blocks),
+                            fastest_compiled(combine, dynamic=part)) for part in (False, True)}
 
     def kernel_step(state: HMCState, generator: Optional[torch.Generator] = None):
         return step(state, generator, logdensity, step_size, kinetic, max_depth, divergence_threshold, functions)
@@ -221,17 +224,19 @@ def _check_depth(max_depth) -> None:
 def step(state: HMCState, generator: Optional[torch.Generator], logdensity: LogDensity, step_size,
          kinetic=None, max_depth: int = 10, divergence_threshold: float = DIVERGENCE_THRESHOLD,
          functions: Optional[tuple] = None) -> tuple[HMCState, NUTSInfo]:
-    """One multinomial-NUTS transition per chain (module docstring). ``functions``: the compiled leaf and merge
-    that ``build(compile=True)`` passes; eager ones by default."""
+    """One multinomial-NUTS transition per chain (module docstring). ``functions``: the compiled subtree blocks and
+    merge that ``build(compile=True)`` passes, for all the chains (key False) and for a part of them (True); eager
+    ones by default."""
     _check_depth(max_depth)
     kinetic = GaussianKinetic() if kinetic is None else kinetic
     if functions is None:
-        functions = _functions(lambda x: value_and_grad(logdensity, x), kinetic, divergence_threshold)
+        eager = _functions(lambda x: value_and_grad(logdensity, x), kinetic, divergence_threshold)
+        functions = {False: eager, True: eager}
     x0, lp0, g0 = state
     eps = as_column(step_size, x0, "step_size")
     p0 = kinetic.sample(x0, generator)
     h0 = -lp0 + kinetic.energy(p0)
-    builder = _Builder(*functions, eps, h0, generator)
+    builder = _Builder(*functions[False], eps, h0, generator)
     zero = torch.zeros_like(lp0)
     no = torch.zeros_like(lp0, dtype=torch.bool)
     traj = _Tree(x0, p0, g0, x0, p0, g0, x0, p0, g0, lp0, zero, p0, no, no, zero, zero)
@@ -246,7 +251,17 @@ def step(state: HMCState, generator: Optional[torch.Generator], logdensity: LogD
         start = (_where(forward, traj.x_plus, traj.x_minus), _where(forward, traj.p_plus, traj.p_minus),
                  _where(forward, traj.g_plus, traj.g_minus))
         active = ~done
-        sub = builder.build(*start, direction, j, active)
+        rows = _active_rows(active)
+        if rows is None:
+            builder.blocks, builder.combine_fn = functions[False]
+            builder.eps, builder.h0 = eps, h0
+            sub = builder.build(*start, direction, j, active)
+        else:                     # only the chains still building a trajectory, padded to a power of two
+            builder.blocks, builder.combine_fn = functions[True]
+            builder.eps, builder.h0 = (eps[rows] if eps.ndim else eps), h0[rows]
+            part = builder.build(*(t[rows] for t in start), direction[rows], j, active[rows])
+            n = int(active.sum())
+            sub = _Tree(*(full.index_put((rows[:n],), value[:n]) for full, value in zip(traj, part)))
         extend = active & ~sub.turning & ~sub.diverging
         u = torch.rand(lp0.shape, generator=generator, dtype=lp0.dtype, device=lp0.device)
         take = extend & (torch.log(u) < sub.log_weight - traj.log_weight)   # biased progressive sampling
@@ -265,4 +280,17 @@ def step(state: HMCState, generator: Optional[torch.Generator], logdensity: LogD
     energy = -traj.lp + kinetic.energy(traj.p)
     new = HMCState(traj.x, traj.lp, traj.g)
     return new, NUTSInfo(traj.accept_sum / traj.leaves.clamp_min(1), moved, diverged, energy, depth, traj.leaves,
-                         builder.grad_evals)
+                         round(builder.grad_evals / x0.shape[0]))
+
+
+def _active_rows(active: Tensor) -> Optional[Tensor]:
+    """The rows of the chains still building their trajectory, padded (repeating the first) to the next power of
+    two; None when that would be all the chains. Chains that stopped cost
+    nothing then: a draw costs the sum over depths of 2^depth x the chains still going, not 2^depth x all chains."""
+    chains = active.shape[0]
+    count = int(active.sum())
+    size = max(2, 1 << max(count - 1, 0).bit_length())   # >= 2: a compiled graph for any size specialises 0 and 1
+    if size >= chains:
+        return None
+    rows = active.nonzero().squeeze(-1)
+    return torch.cat([rows, rows[:1].expand(size - count)])
