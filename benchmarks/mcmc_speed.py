@@ -38,6 +38,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks.runs import write_json  # noqa: E402
 from inference import diagnostics, targets  # noqa: E402
 from inference.mcmc import adaptation, hmc, kinetic, nuts  # noqa: E402
 
@@ -49,6 +50,16 @@ def gen(seed, device="cpu"):
 
 
 TARGETS = ("gauss100", "breast_cancer", "illcond_gauss50", "funnel10", "logreg2000")
+# spot checks on targets the sampler was never developed on (not run by default): the non-centred eight-schools
+# hierarchy (d = 10) and a 200-d Gaussian with a dense random precision matrix
+SPOT_CHECKS = ("eight_schools", "dense_gauss200")
+SCHOOLS_Y = (28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0)
+SCHOOLS_SIGMA = (15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0)
+
+
+def dense_precision():
+    a = torch.randn(200, 200, dtype=torch.float64, generator=gen(5))
+    return a @ a.T / 200 + torch.eye(200, dtype=torch.float64)
 EXACT = ("gauss100", "illcond_gauss50", "funnel10")          # exact draws start the chains
 
 
@@ -64,6 +75,19 @@ def problem(name):
         t = targets.funnel(10)
         t.name = name
         return t, {"step_size": 0.1, "num_steps": 10}, None
+    if name == "eight_schools":      # (mu, log tau, theta~_1..8); mu ~ N(0, 5^2), tau ~ half-Cauchy(5)
+        y, sigma = torch.tensor(SCHOOLS_Y, dtype=torch.float64), torch.tensor(SCHOOLS_SIGMA, dtype=torch.float64)
+
+        def schools(x):
+            mu, log_tau, z = x[..., 0], x[..., 1], x[..., 2:]
+            tau = torch.exp(log_tau)
+            prior = -0.5 * (mu / 5) ** 2 - torch.log1p((tau / 5) ** 2) + log_tau - 0.5 * (z * z).sum(-1)
+            mean = mu.unsqueeze(-1) + tau.unsqueeze(-1) * z
+            return prior - 0.5 * (((y.to(x) - mean) / sigma.to(x)) ** 2).sum(-1)
+        return targets.Target(name, 10, schools), None, None
+    if name == "dense_gauss200":
+        precision = dense_precision()
+        return targets.Target(name, 200, lambda x: -0.5 * ((x @ precision.to(x)) * x).sum(-1)), None, None
     if name == "logreg2000":
         t = targets.logistic_regression_synthetic(num_data=2000, dim=20, seed=0)
         t.name = name
@@ -138,6 +162,19 @@ def numpyro_run(t, x0, cfg, draws, algo="HMC"):
 
         def potential(x):
             return 0.5 * jnp.sum(x * x * inv_var)
+    elif t.name == "eight_schools":
+        y, sigma = jnp.asarray(SCHOOLS_Y), jnp.asarray(SCHOOLS_SIGMA)
+
+        def potential(x):
+            mu, log_tau, z = x[0], x[1], x[2:]
+            tau = jnp.exp(log_tau)
+            prior = -0.5 * (mu / 5) ** 2 - jnp.log1p((tau / 5) ** 2) + log_tau - 0.5 * jnp.sum(z * z)
+            return -(prior - 0.5 * jnp.sum(((y - mu - tau * z) / sigma) ** 2))
+    elif t.name == "dense_gauss200":
+        precision = jnp.asarray(dense_precision().numpy())
+
+        def potential(x):
+            return 0.5 * x @ precision @ x
     elif t.name == "funnel10":
         def potential(x):          # targets.funnel(10, v_scale=3) up to a constant
             v, rest = x[0], x[1:]
@@ -217,7 +254,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--targets", nargs="*", choices=TARGETS, default=list(TARGETS))
+    ap.add_argument("--targets", nargs="*", choices=TARGETS + SPOT_CHECKS, default=list(TARGETS),
+                    help=f"default: the five benchmark targets; spot checks: {', '.join(SPOT_CHECKS)}")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "mcmc_speed.json"))
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -311,12 +349,6 @@ def main():
         write_json(args.out, out)                 # after every target, so an interrupted run keeps what it measured
     print("wrote", args.out)
 
-
-def write_json(path, data):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1)
-    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

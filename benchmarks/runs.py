@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import os
 import time
 from pathlib import Path
 
@@ -98,8 +99,12 @@ def plot_curve_panels(panels: dict[str, dict[str, list[dict]]], steps: int, path
 
 
 def write_json(path: Path, data: dict) -> None:
+    """Written to a temporary file and renamed, so an interrupted write never leaves a truncated results file."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1))
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
 
 
 def run_jobs(job, jobs: list[tuple], workers: int, runs: dict, results_path: Path, header: dict) -> None:
