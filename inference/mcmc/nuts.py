@@ -103,16 +103,21 @@ class _Builder:
             # gives the same numbers as k calls of chains)
             u = self.uniforms(2 ** depth - 1, alive.shape[0])
             return _Tree(*self.blocks[depth](x, p, g, direction, alive, self.eps, self.h0, u))
-        first = self.build(x, p, g, direction, depth - 1, alive)
-        forward = direction > 0
-        # the second half continues from the first half's far end
-        start_x = _where(forward, first.x_plus, first.x_minus)
-        start_p = _where(forward, first.p_plus, first.p_minus)
-        start_g = _where(forward, first.g_plus, first.g_minus)
-        second = self.build(start_x, start_p, start_g, direction, depth - 1,
-                            alive & ~first.turning & ~first.diverging)
-        u = self.uniforms(1, alive.shape[0])[0]
-        return _Tree(*self.combine_fn(forward, u, *first, *second))
+        return _doubled(lambda x, p, g, direction, alive: self.build(x, p, g, direction, depth - 1, alive),
+                        x, p, g, direction, alive,
+                        lambda forward, first, second: _Tree(*self.combine_fn(
+                            forward, self.uniforms(1, alive.shape[0])[0], *first, *second)))
+
+
+def _doubled(half, x: Tensor, p: Tensor, g: Tensor, direction: Tensor, alive: Tensor, combine) -> _Tree:
+    """A subtree from two halves: ``half(x, p, g, direction, alive)`` builds one, the second continuing from the
+    first's far end (a chain whose first half turned or diverged stops counting points, as Stan stops there);
+    ``combine(forward, first, second)`` merges them."""
+    first = half(x, p, g, direction, alive)
+    forward = direction > 0
+    ends = [_where(forward, getattr(first, f"{v}_plus"), getattr(first, f"{v}_minus")) for v in "xpg"]
+    second = half(*ends, direction, alive & ~first.turning & ~first.diverging)
+    return combine(forward, first, second)
 
 
 def _subtree(leaf, velocity, depth: int, x: Tensor, p: Tensor, g: Tensor, direction: Tensor, alive: Tensor,
@@ -122,12 +127,9 @@ def _subtree(leaf, velocity, depth: int, x: Tensor, p: Tensor, g: Tensor, direct
     if depth == 0:
         return leaf(x, p, g, direction, alive)
     half = 2 ** (depth - 1) - 1
-    first = _subtree(leaf, velocity, depth - 1, x, p, g, direction, alive, u[:half])
-    forward = direction > 0
-    ends = [_where(forward, getattr(first, f"{v}_plus"), getattr(first, f"{v}_minus")) for v in "xpg"]
-    second = _subtree(leaf, velocity, depth - 1, *ends, direction, alive & ~first.turning & ~first.diverging,
-                      u[half:2 * half])
-    return _combine(velocity, forward, u[2 * half], first, second)
+    parts = iter((u[:half], u[half:2 * half]))
+    return _doubled(lambda *a: _subtree(leaf, velocity, depth - 1, *a, next(parts)), x, p, g, direction, alive,
+                    lambda forward, first, second: _combine(velocity, forward, u[2 * half], first, second))
 
 
 def _leaf(value_and_grad_fn, kinetic, threshold: float, x: Tensor, p: Tensor, g: Tensor, direction: Tensor,
