@@ -87,6 +87,9 @@ def window_adaptation(logdensity, position: Tensor, generator: Optional[torch.Ge
         algorithm, settings = hmc, {"num_steps": num_steps, **settings}
     if num_warmup < 1:
         raise ValueError(f"num_warmup must be >= 1, got {num_warmup}")
+    if settings.get("compile"):   # every warm-up step has a new step size, so a new kernel: it would recompile each
+        raise ValueError("window_adaptation runs eager kernels: drop compile=True here and pass it to build() for "
+                         "the sampling after the warm-up")
     if adapt_mass and kinetic is not None:
         raise ValueError("adapt_mass=True adapts a Gaussian kinetic energy; pass kinetic only with adapt_mass=False")
     state = hmc.init(position, logdensity)

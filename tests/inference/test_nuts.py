@@ -118,6 +118,9 @@ def test_nuts_stops_on_divergence_and_never_returns_nan():
 
 
 def test_bad_input_is_one_clear_error():
+    with pytest.raises(ValueError, match="drop compile=True here and pass it to build"):
+        adaptation.window_adaptation(gaussian, torch.zeros(4, 5, dtype=torch.float64), None, 10, algorithm=nuts,
+                                     compile=True)
     with pytest.raises(ValueError, match="step_size must be positive"):
         nuts.build(gaussian, step_size=0.0)
     with pytest.raises(ValueError, match="step_size must be positive"):
