@@ -5,6 +5,9 @@
    10-d funnel (narrow rows) and the 100-d Gaussian (wide rows): microseconds per transition, best of 3 x 100.
 2. SG-MCMC's compiled update against the eager one (``sgmcmc.build(compile=True)``), 1 000 chains x 100-d with a
    cheap noisy gradient: milliseconds per step, best of 3 x 100.
+3. The float64 matrix product a GEMM-bound target (mcmc_speed's dense_gauss200) pays per gradient, 1 000 x 200 by
+   200 x 200 on one thread: torch's (MKL here) against XLA's (JAX, with the bench extras), milliseconds, best of
+   3 x 100.
 
     python benchmarks/compile_gains.py          # ~3 minutes; writes benchmarks/results/compile_gains.json
 """
@@ -15,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -27,15 +32,24 @@ from inference.mcmc import hmc, sgmcmc  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results" / "compile_gains.json"
 
 
-def best_seconds(step, state, generator, repeats=3, calls=100):
-    state, _ = step(state, generator)                      # compiles, and warms the allocator
+def best_time(call, repeats=3, calls=100):
+    """The best over ``repeats`` of the mean seconds of ``calls`` calls, after one untimed call (compiles, warms)."""
+    call()
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
         for _ in range(calls):
-            state, _ = step(state, generator)
+            call()
         best = min(best, (time.perf_counter() - start) / calls)
     return best
+
+
+def best_seconds(step, state, generator):
+    """``best_time`` of a kernel's step, each call continuing the chain."""
+    def call():
+        nonlocal state
+        state, _ = step(state, generator)
+    return best_time(call)
 
 
 def code_variants() -> dict:
@@ -76,11 +90,29 @@ def sgmcmc_update() -> dict:
     return out
 
 
+def gemm() -> dict:
+    a = torch.randn(1000, 200, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    p = torch.randn(200, 200, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    out = {"torch_ms": round(1e3 * best_time(lambda: a @ p), 3)}
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:              # without the bench extras only torch's is measured
+        return out
+    jax.config.update("jax_enable_x64", True)
+    product = jax.jit(lambda x, y: x @ y)
+    ja, jp = jnp.asarray(a.numpy()), jnp.asarray(p.numpy())
+    out["xla_ms"] = round(1e3 * best_time(lambda: product(ja, jp).block_until_ready()), 3)
+    print("gemm", out, flush=True)
+    return out
+
+
 def main() -> None:
     torch.set_num_threads(1)
     write_json(RESULTS, {"command": "python benchmarks/compile_gains.py", "torch": torch.__version__,
                          "threads": 1, "dtype": "float64", "chains": 1000, "cpu_code_variants": code_variants(),
-                         "sgmcmc_update": sgmcmc_update(), "load_average_1min": os.getloadavg()[0]})
+                         "sgmcmc_update": sgmcmc_update(), "float64_gemm_1000x200x200": gemm(),
+                         "load_average_1min": os.getloadavg()[0]})
     print("wrote", RESULTS)
 
 

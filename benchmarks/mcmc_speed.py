@@ -142,9 +142,10 @@ NUTS_DRAWS = 100
 NUTS_WARMUP = 5
 
 
-def ours_nuts(t, x0, cfg, draws, device, compile):
-    """NUTS at the HMC step size (no adaptation while timing): (seconds, draws, info, seconds of the first step)."""
-    kernel = nuts.build(t.log_prob, cfg["step_size"], max_depth=NUTS_MAX_DEPTH, compile=compile)
+def ours_nuts(t, x0, cfg, draws, device):
+    """Compiled NUTS at the HMC step size, no adaptation while timing: (seconds, draws, info, seconds of the first
+    steps)."""
+    kernel = nuts.build(t.log_prob, cfg["step_size"], max_depth=NUTS_MAX_DEPTH, compile=True)
     # compiled NUTS has two graph sets (all chains; the chains still going), so a few draws to compile both
     return timed(kernel, x0, draws, device, warmup=NUTS_WARMUP)
 
@@ -318,7 +319,7 @@ def main():
                         res[f"ours_{method}_{c}"]["ess_per_s"] / max(res[f"numpyro_hmc_{c}"]["ess_per_s"], 1e-9), 3)
             if c >= 1000:
                 # compiled only: eager NUTS against NumPyro's is in benchmarks/nuts_validation.py (100 chains)
-                sec, x, info, first = ours_nuts(t, x0, cfg, NUTS_DRAWS, args.device, True)
+                sec, x, info, first = ours_nuts(t, x0, cfg, NUTS_DRAWS, args.device)
                 extra = {"mean_tree_depth": round(info["tree_depth"].double().mean().item(), 2),
                          "mean_leapfrog_steps": round(info["num_steps"].double().mean().item(), 1),
                          "evaluated_grad_evals_per_draw": round(info["num_grad_evals"] / NUTS_DRAWS, 1),
@@ -333,11 +334,10 @@ def main():
                                                 "mean_leapfrog_steps": round(steps, 1)}, steps)
                 print(name, "numpyro nuts", res[f"numpyro_nuts_{c}"], flush=True)
                 entry = out["summary"].setdefault(name, {}).setdefault(str(c), {})
-                for algorithm, method, label in (("hmc", "hmc", "HMC, fixed step size and leapfrog count"),
-                                                 ("nuts", "nuts", f"multinomial NUTS, fixed step size, "
-                                                                  f"max tree depth {NUTS_MAX_DEPTH}")):
+                for method, label in (("hmc", "HMC, fixed step size and leapfrog count"),
+                                      ("nuts", f"multinomial NUTS, fixed step size, max tree depth {NUTS_MAX_DEPTH}")):
                     ours_row, peer = res[f"ours_{method}_compiled_{c}"], res[f"numpyro_{method}_{c}"]
-                    entry[algorithm] = {
+                    entry[method] = {
                         "algorithm": label,
                         "ours": {"ess_per_s": ours_row["ess_per_s"], "seconds": ours_row["seconds"],
                                  "compile_seconds": ours_row["first_step_seconds_incl_compile"],

@@ -185,8 +185,9 @@ def functional_value_and_grad(logdensity: Callable[..., Tensor]) -> Callable[...
 
 def compiled_transition(logdensity: Callable[..., Tensor], num_steps: int, kinetic,
                         divergence_threshold: float) -> Callable:
-    """The deterministic part of an HMC transition as one compiled graph (``fastest_compiled``):
-    ``(state, p0, u, eps, *density_args) -> (state, info)``, ``logdensity(x, *density_args)``."""
+    """An HMC transition whose deterministic part is one compiled graph (``fastest_compiled``):
+    ``(state, generator, eps, *density_args) -> (state, info)`` for ``logdensity(x, *density_args)``; the draws
+    are made before it as ``step`` makes them, so both give the same draws for the same generator."""
     value_and_grad_fn = functional_value_and_grad(logdensity)
 
     def transition(position, log_density, grad, p0, u, eps, *density_args):
@@ -196,7 +197,9 @@ def compiled_transition(logdensity: Callable[..., Tensor], num_steps: int, kinet
         return (*new, info.acceptance_rate, info.is_accepted, info.is_divergent, info.energy)
     compiled = fastest_compiled(transition)
 
-    def call(state: HMCState, p0: Tensor, u: Tensor, eps: Tensor, *density_args) -> tuple[HMCState, HMCInfo]:
+    def call(state: HMCState, generator: Optional[torch.Generator], eps: Tensor,
+             *density_args) -> tuple[HMCState, HMCInfo]:
+        p0, u = _draws(state, generator, kinetic)
         x, lp, g, rate, accepted, divergent, energy = compiled(*state, p0, u, eps, *density_args)
         return HMCState(x, lp, g), HMCInfo(rate, accepted, divergent, energy, num_steps)
     return call
@@ -236,7 +239,7 @@ def build(logdensity: LogDensity, step_size, num_steps: int = 10, kinetic=None,
 
         def kernel_step(state: HMCState, generator: Optional[torch.Generator] = None):
             eps = as_column(step_size, state.position, "step_size")
-            return transition(state, *_draws(state, generator, kinetic), eps)
+            return transition(state, generator, eps)
     else:
         def kernel_step(state: HMCState, generator: Optional[torch.Generator] = None):
             return step(state, generator, logdensity, step_size, num_steps, kinetic, divergence_threshold)

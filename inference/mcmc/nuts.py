@@ -19,9 +19,9 @@ Hoffman & Gelman (2014), Algorithm 3 (trajectory doubling in a random direction 
 Batched tree building: at each depth every chain still building its trajectory builds a subtree of that depth at
 the same time, so one leapfrog step evaluates the log density of all of them at once. Chains whose trajectory has
 stopped are left out of the batch (``_active_rows``): a draw costs the sum over depths of 2^depth x the chains still
-going, not 2^depth x all chains (on a funnel with 1 000 chains, 140 gradient evaluations per chain instead of the
-1 023 of the deepest chain). Inside a subtree the chains stay in lock step: one whose first half turned keeps being
-stepped, its points masked out, as the batch needs. The kinetic energy is any of
+going, not 2^depth x all chains (on the funnel of benchmarks/mcmc_speed.py, 144 gradient evaluations per chain
+instead of the 1 023 of the deepest chain). Inside a subtree the chains stay in lock step: one whose first half
+turned keeps being stepped, its points masked out, as the batch needs. The kinetic energy is any of
 ``inference.mcmc.kinetic`` (Gaussian with a diagonal mass, or relativistic: the velocity in the U-turn criterion is
 then dK/dp, which is what the generalized criterion asks for).
 """
@@ -81,7 +81,7 @@ BLOCK_DEPTH = 2
 
 
 class _Builder:
-    """Tree building for one transition: the start energy, step and kinetic energy shared by every leaf.
+    """Building one subtree of a transition: the start energy, step and kinetic energy shared by every leaf.
     ``blocks[d]`` builds a whole subtree of depth d <= BLOCK_DEPTH and ``combine_fn`` merges two halves (``_subtree``
     and ``_combine`` with the density and kinetic bound, eager or compiled). The random draws stay here, outside
     them, in the order of the plain recursion, so both paths consume the generator identically."""
@@ -184,10 +184,11 @@ def build(logdensity: LogDensity, step_size, kinetic=None, max_depth: int = 10,
           divergence_threshold: float = DIVERGENCE_THRESHOLD, compile: bool = False) -> Kernel:
     """NUTS with its settings bound (``Kernel(init, step)``); bad settings fail here, before any draw.
 
-    ``compile=True``: the leapfrog leaf (step, gradient by ``torch.func``, energy, divergence) and the merge of two
-    subtrees (multinomial proposal, generalized U-turn checks) are each one ``torch.compile``d graph, autotuned as
-    in ``hmc.build``; the tree recursion and the random draws stay eager, so the compiled kernel gives the eager
-    draws for the same generator (to floating-point tolerance). The first step compiles (tens of seconds)."""
+    ``compile=True``: every subtree of up to 2^BLOCK_DEPTH leapfrog steps with its merges (gradients by
+    ``torch.func``), and the merge of two halves (multinomial proposal, generalized U-turn checks), are each one
+    ``torch.compile``d graph, autotuned as in ``hmc.build``; the doubling above them and the random draws stay
+    eager, so the compiled kernel gives the eager draws for the same generator (to floating-point tolerance). The
+    first draws compile (tens of seconds)."""
     _check_depth(max_depth)
     check_step_size(step_size)
     kinetic = GaussianKinetic() if kinetic is None else kinetic
@@ -241,7 +242,7 @@ def step(state: HMCState, generator: Optional[torch.Generator], logdensity: LogD
     eps = as_column(step_size, x0, "step_size")
     p0 = kinetic.sample(x0, generator)
     h0 = -lp0 + kinetic.energy(p0)
-    builder = _Builder(*functions[False], eps, h0, generator)
+    grad_evals = 0
     zero = torch.zeros_like(lp0)
     no = torch.zeros_like(lp0, dtype=torch.bool)
     traj = _Tree(x0, p0, g0, x0, p0, g0, x0, p0, g0, lp0, zero, p0, no, no, zero, zero)
@@ -256,17 +257,15 @@ def step(state: HMCState, generator: Optional[torch.Generator], logdensity: LogD
         start = (_where(forward, traj.x_plus, traj.x_minus), _where(forward, traj.p_plus, traj.p_minus),
                  _where(forward, traj.g_plus, traj.g_minus))
         active = ~done
-        rows = _active_rows(active)
+        rows, count = _active_rows(active)
         if rows is None:
-            builder.blocks, builder.combine_fn = functions[False]
-            builder.eps, builder.h0 = eps, h0
+            builder = _Builder(*functions[False], eps, h0, generator)
             sub = builder.build(*start, direction, j, active)
         else:                     # only the chains still building a trajectory, padded to a power of two
-            builder.blocks, builder.combine_fn = functions[True]
-            builder.eps, builder.h0 = (eps[rows] if eps.ndim else eps), h0[rows]
+            builder = _Builder(*functions[True], eps[rows] if eps.ndim else eps, h0[rows], generator)
             part = builder.build(*(t[rows] for t in start), direction[rows], j, active[rows])
-            n = int(active.sum())
-            sub = _Tree(*(full.index_put((rows[:n],), value[:n]) for full, value in zip(traj, part)))
+            sub = _Tree(*(full.index_put((rows[:count],), value[:count]) for full, value in zip(traj, part)))
+        grad_evals += builder.grad_evals
         extend = active & ~sub.turning & ~sub.diverging
         u = torch.rand(lp0.shape, generator=generator, dtype=lp0.dtype, device=lp0.device)
         take = extend & (torch.log(u) < sub.log_weight - traj.log_weight)   # biased progressive sampling
@@ -285,17 +284,17 @@ def step(state: HMCState, generator: Optional[torch.Generator], logdensity: LogD
     energy = -traj.lp + kinetic.energy(traj.p)
     new = HMCState(traj.x, traj.lp, traj.g)
     return new, NUTSInfo(traj.accept_sum / traj.leaves.clamp_min(1), moved, diverged, energy, depth, traj.leaves,
-                         round(builder.grad_evals / x0.shape[0]))
+                         round(grad_evals / x0.shape[0]))
 
 
-def _active_rows(active: Tensor) -> Optional[Tensor]:
-    """The rows of the chains still building their trajectory, padded (repeating the first) to the next power of
-    two; None when that would be all the chains. Chains that stopped cost
-    nothing then: a draw costs the sum over depths of 2^depth x the chains still going, not 2^depth x all chains."""
+def _active_rows(active: Tensor) -> tuple[Optional[Tensor], int]:
+    """(rows, count): the rows of the ``count`` chains still building their trajectory, padded (repeating the
+    first) to the next power of two; rows None when that would be all the chains. Chains that stopped cost nothing
+    then: a draw costs the sum over depths of 2^depth x the chains still going, not 2^depth x all chains."""
     chains = active.shape[0]
     count = int(active.sum())
     size = max(2, 1 << max(count - 1, 0).bit_length())   # >= 2: a compiled graph for any size specialises 0 and 1
     if size >= chains:
-        return None
+        return None, count
     rows = active.nonzero().squeeze(-1)
-    return torch.cat([rows, rows[:1].expand(size - count)])
+    return torch.cat([rows, rows[:1].expand(size - count)]), count

@@ -71,10 +71,8 @@ def step(state: PTState, generator: Optional[torch.Generator], logdensity, step_
     if transition is None:
         flat, info = hmc.step(flat, generator, lambda x: _tempered(logdensity, x, beta_flat), eps, num_steps,
                               kinetic)
-    else:                           # the same draws, in the same order, as hmc.step
-        kinetic_energy = kinetic or GaussianKinetic()
-        flat, info = transition(flat, *hmc._draws(flat, generator, kinetic_energy),
-                                hmc.as_column(eps, flat.position, "step_size"), beta_flat)
+    else:
+        flat, info = transition(flat, generator, hmc.as_column(eps, flat.position, "step_size"), beta_flat)
     x = flat.position.reshape(r, n, d)
     lp = (flat.log_density / beta_flat).reshape(r, n)                         # back to untempered values
     g = (flat.grad / beta_flat.unsqueeze(-1)).reshape(r, n, d)
