@@ -34,6 +34,8 @@ inference/layers:
   iteration, RLSVI, Osband et al. 2016: the uncertainty of what lies ahead reaches the values before it, one
   step per sweep), with ``network`` on the Double-DQN targets of the network. The network learns as for
   ``epsilon`` (it gives evaluation's greedy actions). Defaults measured on DeepSea: docs/exploration.md.
+  ``posterior_server=ray`` puts the server and every shard (its transitions and its site) on Ray actors of their
+  own, each shard refitting on its own data (``RayShardedPosterior``); ``local`` keeps all in this process.
 - deterministic acting (evaluation): greedy on the mean over heads, noise off, no epsilon.
 
 Learning (standard forms, the seed is silent): one-step Double DQN (van Hasselt et al. 2016) for every head k
@@ -71,7 +73,7 @@ from agents.protocol import AgentBase
 from agents.config import ConfigError
 from agents.networks import frozen_copy, gradient_step, hard_update, mlp
 from agents.observations import ObsLayout
-from agents.posterior_head import ShardedLinearPosterior
+from agents.posterior_head import RayShardedPosterior, ShardedLinearPosterior, sampled_targets
 from inference.layers import (Ensemble, NoisyLinear, bootstrap_mask, fixed_bootstrap_mask, masked_ensemble_loss,
                               reset_noise, ucb_action)
 
@@ -108,6 +110,8 @@ class DQNConfig:
     posterior_features: Literal["hidden", "observation"] = "observation"  # inputs: the net's last hidden layer, or s
     posterior_targets: Literal["network", "sampled"] = "sampled"  # regress on the net's targets or the draw's own
     posterior_prior_var: float = 1.0
+    posterior_server: Literal["local", "ray"] = "local"  # where the server and the shards live (posterior_head.py)
+    posterior_address: str = ""  # posterior_server=ray: a Ray cluster to join ("auto", "ray://host:port"); "" local
     posterior_noise_var: float = 0.1
 
     def validate(self) -> None:
@@ -135,6 +139,11 @@ class DQNConfig:
              "posterior_features must be hidden or observation, posterior_targets network or sampled"),
             (0.0 < self.posterior_prior_var < math.inf and 0.0 < self.posterior_noise_var < math.inf,
              "posterior_prior_var and posterior_noise_var must be finite and > 0"),
+            (self.posterior_server in ("local", "ray"), "posterior_server must be local or ray"),
+            (self.posterior_server == "local" or (self.posterior_features == "observation"
+                                                  and self.posterior_targets == "sampled"),
+             "posterior_server=ray keeps each shard's features on its worker, so it needs features that do not "
+             "move: posterior_features=observation and posterior_targets=sampled"),
         ]
         for ok, message in checks:
             if not ok:
@@ -181,8 +190,10 @@ class DQNAgent(AgentBase):
         self.posterior = None
         if cfg.exploration == "thompson":
             width = cfg.hidden[-1] if cfg.posterior_features == "hidden" else obs_dim
-            self.posterior = ShardedLinearPosterior(width + 1, self.num_actions, cfg.posterior_shards,
-                                                    cfg.posterior_prior_var, cfg.posterior_noise_var)
+            sizes = (width + 1, self.num_actions, cfg.posterior_shards, cfg.posterior_prior_var,
+                     cfg.posterior_noise_var)
+            self.posterior = ShardedLinearPosterior(*sizes) if cfg.posterior_server == "local" else \
+                RayShardedPosterior(*sizes, gamma=cfg.discount, address=cfg.posterior_address)
             self.sampled_weights = self.posterior.sample()
             self.refitted_at = 0   # actor steps at the last refit of the sites
 
@@ -278,11 +289,17 @@ class DQNAgent(AgentBase):
             best = self.online(next_obs)[0].argmax(-1, keepdim=True)
             next_value = self.target(next_obs)[0].gather(-1, best)[:, 0].double().cpu()
         draw = self.sampled_weights   # the episode's own draw keeps acting; the sweeps use draws of their own
+        if isinstance(self.posterior, RayShardedPosterior):   # the shards' workers hold the data and refit
+            self.posterior.sync(data["write_id"].cpu(), features, action.cpu(), reward, discount, next_features)
         for _ in range(cfg.posterior_sweeps):
-            if cfg.posterior_targets == "sampled":   # a posterior draw bootstraps its own targets (RLSVI, Osband et
-                #     al. 2016): the uncertainty of what lies ahead reaches the states before it, one sweep a step
-                next_value = (next_features @ draw.T).max(-1).values
-            self.posterior.refresh(features, action.cpu(), reward + cfg.discount * discount * next_value, shard)
+            if isinstance(self.posterior, RayShardedPosterior):
+                self.posterior.refit(draw)
+            elif cfg.posterior_targets == "sampled":   # a posterior draw bootstraps its own targets (RLSVI, Osband
+                #     et al. 2016): the uncertainty of what lies ahead reaches the states before it, one sweep a step
+                target = sampled_targets(reward, discount, next_features, draw, cfg.discount)
+                self.posterior.refresh(features, action.cpu(), target, shard)
+            else:
+                self.posterior.refresh(features, action.cpu(), reward + cfg.discount * discount * next_value, shard)
             draw = self.posterior.sample()
         mean, cov = self.posterior.moments()
         return {"posterior/weight_std": cov.diagonal(dim1=-2, dim2=-1).sqrt().mean().item(),

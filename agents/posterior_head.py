@@ -16,15 +16,26 @@ observation, or the Q-network's last hidden layer as in BDQN, Azizzadenesheli et
   pushes its site's change; refits on the same features reuse the sites' precisions;
 - Thompson sampling: a weight vector per action is drawn from the posterior at the start of every episode and the
   agent acts greedily on w~^T phi(s) for the whole episode (deep exploration, Osband et al.).
-The server runs in the learner's process here (``PosteriorServer`` is the same class that ``inference.ep.server.run``
-puts on Ray for SNEP); the DeepSea comparison in docs/exploration.md measures this in-process form.
+Two placements of the same computation:
+- ``ShardedLinearPosterior``: the server and every shard's refit run in the learner's process (any features and
+  targets);
+- ``RayShardedPosterior``: the server is a Ray actor (the ``PosteriorServer`` that ``inference.ep.server.run`` puts
+  on Ray for SNEP) and each shard lives on a Ray actor of its own (``ShardWorker``) that keeps its transitions and
+  its site lambda_k; a refit broadcasts one posterior draw, every worker refits its own site on its own data and
+  pushes the change to the server itself (Alg 8 lines 9-14 and 19-22). The learner sends each worker only the
+  transitions it has not sent before. A killed worker is restarted by Ray, takes its site from the server's copy
+  (as a restarted SNEP worker does) and is sent its shard again, so nothing is lost. It holds the features
+  phi(s), so it needs features that do not move: the observation, with RLSVI's sampled targets (the defaults).
+The sites are exact in both, so both give the same posterior (tested); docs/exploration.md measures both on DeepSea.
 """
 from __future__ import annotations
+
+import sys
 
 import torch
 
 from inference.ep.expfam import FullGaussian, Pair, add
-from inference.ep.server import PosteriorServer
+from inference.ep.server import PosteriorServer, owned
 
 
 def linear_site(features: torch.Tensor, action: torch.Tensor, target: torch.Tensor, actions: int,
@@ -90,3 +101,141 @@ class ShardedLinearPosterior:
         for k, site in enumerate(sites):   # through push: the server checks every site it takes
             self.server.push(k, add(site, self.server.sites[k], scale=-1.0))
         self._moments = None
+
+
+def sampled_targets(reward: torch.Tensor, discount: torch.Tensor, next_features: torch.Tensor, draw: torch.Tensor,
+                    gamma: float) -> torch.Tensor:
+    """RLSVI's regression targets r + gamma d max_a' w~_a'^T phi(s') for one posterior draw w~ [A, F]."""
+    return reward + gamma * discount * (next_features @ draw.T).max(-1).values
+
+
+class ShardWorker:
+    """One replay shard on a Ray actor: its transitions (phi(s), a, r, d, phi(s') by write id) and its site lambda_k,
+    which it refits on its own data for a posterior draw and pushes, as a change, to the posterior server."""
+
+    def __init__(self, index: int, server, actions: int, noise_var: float, gamma: float):
+        torch.set_num_threads(1)
+        self.index, self.server = index, server
+        self.actions, self.noise_var, self.gamma = actions, noise_var, gamma
+        self.rows: dict[str, torch.Tensor] | None = None
+        self.precision: torch.Tensor | None = None   # the site's precision for the rows held (targets do not move it)
+        self.reload_site()
+
+    def reload_site(self) -> None:
+        """lambda_k as the server holds it: at a (re)start, and after the learner loaded a checkpoint."""
+        import ray
+
+        self.site = owned(ray.get(self.server.worker_state.remote(self.index)))["site"]
+
+    def add(self, rows: dict[str, torch.Tensor], oldest: int, replace: bool = False) -> int:
+        """Keep ``rows`` (write_id [N], features [N, F], action [N], reward [N], discount [N], next_features [N, F])
+        besides those held (instead of them with ``replace``) and drop those with a write id below ``oldest``
+        (they left the learner's replay); the number of rows held."""
+        rows = owned(rows)
+        if self.rows is not None and not replace:
+            rows = {k: torch.cat([self.rows[k], v]) for k, v in rows.items()}
+        keep = rows["write_id"] >= oldest
+        self.rows = {k: v[keep] for k, v in rows.items()}
+        self.precision = None
+        return len(self.rows["write_id"])
+
+    def size(self) -> int:
+        return 0 if self.rows is None else len(self.rows["write_id"])
+
+    def refit(self, draw: torch.Tensor) -> None:
+        """Replace lambda_k by the site of this shard's data for the targets of ``draw``, through the server."""
+        import ray
+
+        if self.rows is None:
+            return
+        rows = self.rows
+        target = sampled_targets(rows["reward"], rows["discount"], rows["next_features"], owned(draw), self.gamma)
+        new = linear_site(rows["features"], rows["action"], target, self.actions, self.noise_var, self.precision)
+        self.precision = -new[1]
+        _, self.site = owned(ray.get(self.server.push.remote(self.index, add(new, self.site, scale=-1.0))))
+
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+
+class RayShardedPosterior(ShardedLinearPosterior):
+    """``ShardedLinearPosterior`` with the server and the shards on Ray actors (module docstring). The Ray actors
+    start at the first ``sync`` (an acting copy of the agent, which only samples, never starts any); until then and
+    between refits, ``self.server`` is a local mirror of the Ray server's state, which ``sample``/``moments`` and
+    checkpoints read."""
+
+    def __init__(self, features: int, actions: int, shards: int, prior_var: float = 1.0, noise_var: float = 1.0,
+                 gamma: float = 0.99, address: str | None = None):
+        super().__init__(features, actions, shards, prior_var, noise_var)
+        self.gamma, self.address = gamma, address or None
+        self.remote_server, self.workers = None, []
+        self.sent: list[int] = [0] * shards   # rows each worker should hold (its answer differs after a restart)
+        self.sent_ids: torch.Tensor = torch.zeros(0, dtype=torch.long)
+
+    def _start(self) -> None:
+        import ray
+
+        from cluster import connect_ray
+
+        connect_ray(self.address)
+        mirror = self.server
+        self.remote_server = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(PosteriorServer).remote(
+            mirror.theta0, mirror.sites, "full")
+        worker = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(ShardWorker)
+        self.workers = [worker.remote(k, self.remote_server, self.actions, self.noise_var, self.gamma)
+                        for k in range(self.shards)]
+
+    def sync(self, write_id: torch.Tensor, features: torch.Tensor, action: torch.Tensor, reward: torch.Tensor,
+             discount: torch.Tensor, next_features: torch.Tensor) -> None:
+        """Hand each shard's worker the replay's transitions it does not hold yet (transition i goes to shard
+        ``write_id mod shards``) and let it drop those the replay no longer holds."""
+        import ray
+
+        if self.remote_server is None:
+            self._start()
+        rows = {"write_id": write_id.long(), "features": features.double(), "action": action.long(),
+                "reward": reward.double(), "discount": discount.double(), "next_features": next_features.double()}
+        oldest = int(write_id.min()) if len(write_id) else 0
+        sizes = ray.get([w.size.remote() for w in self.workers])
+        fresh = ~torch.isin(rows["write_id"], self.sent_ids)
+        calls = []
+        for k, worker in enumerate(self.workers):
+            mine = rows["write_id"] % self.shards == k
+            resend = sizes[k] != self.sent[k]   # restarted by Ray (an empty shard) or a checkpoint was loaded
+            if resend and self.sent[k] >= 0:
+                print(f"posterior shard {k} lost its data (its Ray actor restarted); sending it again",
+                      file=sys.stderr, flush=True)
+            calls.append(worker.add.remote({key: v[mine if resend else mine & fresh] for key, v in rows.items()},
+                                           oldest, resend))
+        self.sent = ray.get(calls)
+        self.sent_ids = rows["write_id"]
+
+    def refit(self, draw: torch.Tensor) -> None:
+        """Every worker refits its site for the targets of ``draw`` and pushes the change; then the mirror follows
+        the server."""
+        import ray
+
+        ray.get([w.refit.remote(draw) for w in self.workers])
+        snapshot = owned(ray.get(self.remote_server.snapshot.remote()))
+        self.server.theta_post, self.server.sites = snapshot["theta_post"], list(snapshot["sites"])
+        self._moments = None
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        if self.remote_server is not None:   # the Ray server and the workers' lambda_k follow the checkpoint
+            import ray
+
+            for k, site in enumerate(self.server.sites):
+                current = owned(ray.get(self.remote_server.worker_state.remote(k)))["site"]
+                ray.get(self.remote_server.push.remote(k, add(site, current, scale=-1.0)))
+            ray.get([w.reload_site.remote() for w in self.workers])
+            self.sent, self.sent_ids = [-1] * self.shards, torch.zeros(0, dtype=torch.long)   # send every shard anew
+
+    def close(self) -> None:
+        import ray
+
+        for actor in [*self.workers, *([self.remote_server] if self.remote_server is not None else [])]:
+            ray.kill(actor)
+        self.remote_server, self.workers = None, []

@@ -1,5 +1,6 @@
 """The Bayesian last layer on SNEP's posterior server (agents/posterior_head.py) and dqn's thompson exploration."""
 import numpy as np
+import pytest
 import torch
 
 import agents
@@ -92,3 +93,64 @@ def test_thompson_with_rlsvi_targets_solves_a_small_deep_sea():
 
     run = run_deep_sea(6, "thompson", 0, 100)
     assert run["first_reward_episode"] is not None and run["fraction_rewarded"] > 0.3, run
+
+
+def _filled_thompson_agent(overrides: dict, steps: int = 80, seed: int = 0):
+    from gymnasium import spaces
+
+    config, _ = agents.resolve("dqn", {"exploration": "thompson", "hidden": "8,8", "posterior_period": "10",
+                                       "posterior_shards": "3", **overrides})
+    torch.manual_seed(seed)
+    agent = agents.make("dqn", group_space({"proprio": 4}), spaces.Discrete(3), config)
+    rng = np.random.default_rng(seed)
+    replay = SequenceReplay(60, 4, 1, 1, rng)   # smaller than the data: old transitions leave the shards
+    replay.start_episode(rng.normal(size=4).astype(np.float32))
+    for t in range(steps):
+        obs = rng.normal(size=4).astype(np.float32)
+        over = t % 17 == 16
+        replay.add(np.array([t % 3], np.float32), 0.0, float(rng.normal()), over, obs, over)
+        if over:
+            replay.start_episode(rng.normal(size=4).astype(np.float32))
+    return agent, replay
+
+
+@pytest.mark.slow
+def test_shards_on_ray_actors_give_the_in_process_posterior_and_survive_a_killed_worker():
+    import os
+
+    import ray
+
+    local, replay = _filled_thompson_agent({})
+    remote, _ = _filled_thompson_agent({"posterior_server": "ray"})
+    try:
+        for at in (60, 70):   # the second refresh sends only new rows and drops those the replay evicted
+            for agent in (local, remote):
+                agent.sampled_weights = torch.ones(3, 5, dtype=torch.float64)
+                torch.manual_seed(at)
+                agent.refresh(replay, at)
+            torch.testing.assert_close(remote.posterior.server.theta_post, local.posterior.server.theta_post)
+        sizes = ray.get([w.size.remote() for w in remote.posterior.workers])
+        assert sum(sizes) == len(replay.transitions()["write_id"])
+
+        os.kill(ray.get(remote.posterior.workers[1].pid.remote()), 9)   # Ray restarts it without its data
+        for agent in (local, remote):
+            torch.manual_seed(80)
+            agent.refresh(replay, 80)
+        torch.testing.assert_close(remote.posterior.server.theta_post, local.posterior.server.theta_post)
+        assert ray.get(remote.posterior.remote_server.check_invariant.remote())
+
+        restored, _ = _filled_thompson_agent({"posterior_server": "ray"}, seed=1)
+        restored.load_state_dict(remote.state_dict())   # a checkpoint: both refit on from the same sites
+        for agent in (local, restored):
+            torch.manual_seed(90)
+            agent.refresh(replay, 90)
+        torch.testing.assert_close(restored.posterior.server.theta_post, local.posterior.server.theta_post)
+        restored.posterior.close()
+    finally:
+        remote.posterior.close()
+        ray.shutdown()
+
+
+def test_shards_on_ray_need_features_that_do_not_move():
+    with pytest.raises(agents.ConfigError, match="posterior_features=observation"):
+        agents.resolve("dqn", {"exploration": "thompson", "posterior_server": "ray", "posterior_features": "hidden"})

@@ -82,15 +82,15 @@ class SNEPSettings:
         return power_beta(self.power, workers)
 
 
-def _owned(value):
+def owned(value):
     """Copies of the tensors in a value from ``ray.get``: Ray may hand back tensors that share memory with its object
     store, which is reused once the reference is dropped."""
     if isinstance(value, Tensor):
         return value.clone()
     if isinstance(value, (tuple, list)):
-        return type(value)(_owned(v) for v in value)
+        return type(value)(owned(v) for v in value)
     if isinstance(value, dict):
-        return {k: _owned(v) for k, v in value.items()}
+        return {k: owned(v) for k, v in value.items()}
     return value
 
 
@@ -234,7 +234,7 @@ class SNEPWorker:
     def __init__(self, index: int, shard, server, settings: SNEPSettings, workers: int, seed: int = 0,
                  threads: int = 1):
         torch.set_num_threads(threads)
-        shard = copy.deepcopy(shard)      # own its tensors: Ray's may share memory with the object store (``_owned``)
+        shard = copy.deepcopy(shard)      # own its tensors: Ray's may share memory with the object store (``owned``)
         self.index, self.shard, self.server, self.settings = index, shard, server, settings
         self.family = FAMILIES[settings.family]
         self.beta = settings.beta(workers)
@@ -242,7 +242,7 @@ class SNEPWorker:
         if self.remote:
             import ray
 
-            record = _owned(ray.get(server.worker_state.remote(index)))
+            record = owned(ray.get(server.worker_state.remote(index)))
         else:
             record = server.worker_state(index)
         self.site = record["site"]
@@ -299,7 +299,7 @@ class SNEPWorker:
                 ready, _ = ray.wait([self.pending], timeout=None if wait else 0)
                 if not ready:
                     return
-                theta_post, site_on_server = _owned(ray.get(self.pending))
+                theta_post, site_on_server = owned(ray.get(self.pending))
             else:
                 theta_post, site_on_server = self.pending
             self.pending = None
@@ -416,9 +416,9 @@ def run(shards: Sequence, prior_mean: Tensor, prior_var: Tensor, steps: int, set
             calls_made += 1
             give_calls([i, *sorted(parked)])
             if on_round:
-                on_round(time.monotonic() - start, _owned(ray.get(server.snapshot.remote())))
+                on_round(time.monotonic() - start, owned(ray.get(server.snapshot.remote())))
         ray.get([w.flush.remote() for w in workers])
-        snap = _owned(ray.get(server.snapshot.remote()))
+        snap = owned(ray.get(server.snapshot.remote()))
         if not ray.get(server.check_invariant.remote()):
             raise ServerError("the invariant theta_post = theta_0 + sum of sites does not hold at the end")
         return SNEPRun(snap["theta_post"], snap["sites"], snap["pushes"], snap["steps"], time.monotonic() - start,
