@@ -130,17 +130,18 @@ class ShardWorker:
     def add(self, rows: dict[str, torch.Tensor], oldest: int, replace: bool = False) -> int:
         """Keep ``rows`` (write_id [N], features [N, F], action [N], reward [N], discount [N], next_features [N, F])
         besides those held (instead of them with ``replace``) and drop those with a write id below ``oldest``
-        (they left the learner's replay); the number of rows held."""
+        (they left the learner's replay); ``holding()`` after it."""
         rows = owned(rows)
         if self.rows is not None and not replace:
             rows = {k: torch.cat([self.rows[k], v]) for k, v in rows.items()}
         keep = rows["write_id"] >= oldest
         self.rows = {k: v[keep] for k, v in rows.items()}
         self.precision = None
-        return len(self.rows["write_id"])
+        return self.holding()
 
-    def size(self) -> int:
-        return 0 if self.rows is None else len(self.rows["write_id"])
+    def holding(self) -> tuple[int, int]:
+        """(this process's id, rows held): a restarted worker answers with another process id and no rows."""
+        return self.pid(), 0 if self.rows is None else len(self.rows["write_id"])
 
     def refit(self, draw: torch.Tensor) -> None:
         """Replace lambda_k by the site of this shard's data for the targets of ``draw``, through the server."""
@@ -171,7 +172,8 @@ class RayShardedPosterior(ShardedLinearPosterior):
         super().__init__(features, actions, shards, prior_var, noise_var)
         self.gamma, self.address = gamma, address or None
         self.remote_server, self.workers = None, []
-        self.sent: list[int] = [0] * shards   # rows each worker should hold (its answer differs after a restart)
+        self.sent: list[tuple[int, int] | None] = [None] * shards   # each worker's (process id, rows) after the
+        #     last sync; a worker that answers otherwise was restarted (or a checkpoint was loaded) and gets its shard anew
         self.sent_ids: torch.Tensor = torch.zeros(0, dtype=torch.long)
 
     def _start(self) -> None:
@@ -198,13 +200,13 @@ class RayShardedPosterior(ShardedLinearPosterior):
         rows = {"write_id": write_id.long(), "features": features.double(), "action": action.long(),
                 "reward": reward.double(), "discount": discount.double(), "next_features": next_features.double()}
         oldest = int(write_id.min()) if len(write_id) else 0
-        sizes = ray.get([w.size.remote() for w in self.workers])
+        holding = ray.get([w.holding.remote() for w in self.workers])
         fresh = ~torch.isin(rows["write_id"], self.sent_ids)
         calls = []
         for k, worker in enumerate(self.workers):
             mine = rows["write_id"] % self.shards == k
-            resend = sizes[k] != self.sent[k]   # restarted by Ray (an empty shard) or a checkpoint was loaded
-            if resend and self.sent[k] >= 0:
+            resend = holding[k] != self.sent[k]
+            if resend and self.sent[k] is not None and self.sent[k][1] > 0:
                 print(f"posterior shard {k} lost its data (its Ray actor restarted); sending it again",
                       file=sys.stderr, flush=True)
             calls.append(worker.add.remote({key: v[mine if resend else mine & fresh] for key, v in rows.items()},
@@ -231,7 +233,7 @@ class RayShardedPosterior(ShardedLinearPosterior):
                 current = owned(ray.get(self.remote_server.worker_state.remote(k)))["site"]
                 ray.get(self.remote_server.push.remote(k, add(site, current, scale=-1.0)))
             ray.get([w.reload_site.remote() for w in self.workers])
-            self.sent, self.sent_ids = [-1] * self.shards, torch.zeros(0, dtype=torch.long)   # send every shard anew
+            self.sent, self.sent_ids = [None] * self.shards, torch.zeros(0, dtype=torch.long)   # send every shard anew
 
     def close(self) -> None:
         import ray

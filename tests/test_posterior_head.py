@@ -129,7 +129,7 @@ def test_shards_on_ray_actors_give_the_in_process_posterior_and_survive_a_killed
                 torch.manual_seed(at)
                 agent.refresh(replay, at)
             torch.testing.assert_close(remote.posterior.server.theta_post, local.posterior.server.theta_post)
-        sizes = ray.get([w.size.remote() for w in remote.posterior.workers])
+        sizes = [rows for _, rows in ray.get([w.holding.remote() for w in remote.posterior.workers])]
         assert sum(sizes) == len(replay.transitions()["write_id"])
 
         os.kill(ray.get(remote.posterior.workers[1].pid.remote()), 9)   # Ray restarts it without its data
