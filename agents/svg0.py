@@ -82,7 +82,7 @@ class SVG0Config:
     entropy_auto: bool = True
     entropy_coef: float = 0.1  # fixed alpha, or the initial alpha when auto-tuned
     target_entropy: float | None = None  # None: -|A|
-    critics: int = 2  # critic heads, one batched module; 1: Alg 9's single critic, 2: clipped double Q
+    critics: int = 1  # critic heads in one batched module; 1: Alg 9's single critic (the ablation's choice), 2: twin
     critic_reduce: str = "min"  # how targets and the policy combine the heads: min (clipped double Q) | mean
     critic_norm: str = "layernorm"  # critic body: none | layernorm | residual (inference/layers/batched.py)
     critic_hidden: tuple[int, ...] = ()  # critic widths; () uses ``hidden``
