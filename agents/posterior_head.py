@@ -24,7 +24,8 @@ Two placements of the same computation:
   its site lambda_k; a refit broadcasts one posterior draw, every worker refits its own site on its own data and
   pushes the change to the server itself (Alg 8 lines 9-14 and 19-22). The learner sends each worker only the
   transitions it has not sent before. A killed worker is restarted by Ray, takes its site from the server's copy
-  (as a restarted SNEP worker does) and is sent its shard again, so nothing is lost. It holds the features
+  (as a restarted SNEP worker does) and is sent its shard again; a killed server is given back the learner's
+  copy of the sites; so nothing is lost. It holds the features
   phi(s), so it needs features that do not move: the observation, with RLSVI's sampled targets (the defaults).
 The sites are exact in both, so both give the same posterior (tested); docs/exploration.md measures both on DeepSea.
 """
@@ -172,6 +173,7 @@ class RayShardedPosterior(ShardedLinearPosterior):
         super().__init__(features, actions, shards, prior_var, noise_var)
         self.gamma, self.address = gamma, address or None
         self.remote_server, self.workers = None, []
+        self.pushes = 0   # the Ray server's push count at the last look; a lower one means it restarted
         self.sent: list[tuple[int, int] | None] = [None] * shards   # each worker's (process id, rows) after the
         #     last sync; a worker that answers otherwise was restarted (or a checkpoint was loaded) and gets its shard anew
         self.sent_ids: torch.Tensor = torch.zeros(0, dtype=torch.long)
@@ -197,6 +199,7 @@ class RayShardedPosterior(ShardedLinearPosterior):
 
         if self.remote_server is None:
             self._start()
+        self._follow_server()
         rows = {"write_id": write_id.long(), "features": features.double(), "action": action.long(),
                 "reward": reward.double(), "discount": discount.double(), "next_features": next_features.double()}
         oldest = int(write_id.min()) if len(write_id) else 0
@@ -220,19 +223,37 @@ class RayShardedPosterior(ShardedLinearPosterior):
         import ray
 
         ray.get([w.refit.remote(draw) for w in self.workers])
+        self._follow_server()
+
+    def _follow_server(self) -> None:
+        """Mirror the Ray server's state; if it restarted (from its constructor's arguments, losing its sites),
+        first give it back the mirror's sites, which its workers' lambda_k then follow."""
+        import ray
+
         snapshot = owned(ray.get(self.remote_server.snapshot.remote()))
+        if snapshot["pushes"] < self.pushes:
+            print("the posterior server's Ray actor restarted; restoring its sites from the learner's copy",
+                  file=sys.stderr, flush=True)
+            self._restore_sites()
+            snapshot = owned(ray.get(self.remote_server.snapshot.remote()))
+        self.pushes = snapshot["pushes"]
         self.server.theta_post, self.server.sites = snapshot["theta_post"], list(snapshot["sites"])
         self._moments = None
+
+    def _restore_sites(self) -> None:
+        """Push the mirror's sites to the Ray server and let every worker take its lambda_k from there."""
+        import ray
+
+        for k, site in enumerate(self.server.sites):
+            current = owned(ray.get(self.remote_server.worker_state.remote(k)))["site"]
+            ray.get(self.remote_server.push.remote(k, add(site, current, scale=-1.0)))
+        ray.get([w.reload_site.remote() for w in self.workers])
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
         if self.remote_server is not None:   # the Ray server and the workers' lambda_k follow the checkpoint
-            import ray
-
-            for k, site in enumerate(self.server.sites):
-                current = owned(ray.get(self.remote_server.worker_state.remote(k)))["site"]
-                ray.get(self.remote_server.push.remote(k, add(site, current, scale=-1.0)))
-            ray.get([w.reload_site.remote() for w in self.workers])
+            self._restore_sites()
+            self.pushes = 0
             self.sent, self.sent_ids = [None] * self.shards, torch.zeros(0, dtype=torch.long)   # send every shard anew
 
     def close(self) -> None:
