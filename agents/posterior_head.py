@@ -25,12 +25,13 @@ Two placements of the same computation:
   pushes the change to the server itself (Alg 8 lines 9-14 and 19-22). The learner sends each worker only the
   transitions it has not sent before. A killed worker is restarted by Ray, takes its site from the server's copy
   (as a restarted SNEP worker does) and is sent its shard again; a killed server is given back the learner's
-  copy of the sites; so nothing is lost. It holds the features
-  phi(s), so it needs features that do not move: the observation, with RLSVI's sampled targets (the defaults).
+  copy of the sites; so nothing is lost. The workers hold the features phi(s), so this placement needs features
+  that do not move: the observation, with RLSVI's sampled targets (the defaults).
 The sites are exact in both, so both give the same posterior (tested); docs/exploration.md measures both on DeepSea.
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import torch
@@ -157,8 +158,6 @@ class ShardWorker:
         _, self.site = owned(ray.get(self.server.push.remote(self.index, add(new, self.site, scale=-1.0))))
 
     def pid(self) -> int:
-        import os
-
         return os.getpid()
 
 
