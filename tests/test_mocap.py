@@ -60,6 +60,21 @@ def test_floor_correction_puts_feet_on_the_floor(converter, walk):
     assert abs(np.median(np.array_split(raw_distances, 3)[0]) - np.median(np.array_split(raw_distances, 3)[-1])) > 0.03
 
 
+
+def test_stance_slip_reads_a_planted_foot_as_still_and_a_stretched_walk_as_sliding(converter, walk):
+    qpos, _ = walk
+    kinematics, dt = converter.kinematics, converter.timestep
+    slip = kinematics.stance_slip(qpos, dt)
+    assert len(slip) > 20                          # a walk stands on one foot much of the time
+    assert abs(np.median(slip)) < 0.05             # subject 7's walk: stance feet planted (root speed 1.6 m/s)
+    # root translation stretched by 20 % about the start: the stance foot slides forward at ~0.2 x root speed
+    stretched = qpos.copy()
+    stretched[:, :2] = qpos[0, :2] + 1.2 * (qpos[:, :2] - qpos[0, :2])
+    speed = np.median(np.linalg.norm(np.diff(qpos[:, :2], axis=0), axis=1)) / dt
+    assert 0.15 * speed < np.median(kinematics.stance_slip(stretched, dt)) - np.median(slip) < 0.25 * speed
+    # a pose held still has no direction of travel: no frames
+    assert len(kinematics.stance_slip(np.repeat(qpos[:1], 5, axis=0), dt)) == 0
+
 def test_cut_snippets():
     assert convert.cut_snippets(36) == [(0, 36)]                 # a 1.1 s run stays whole
     pieces = convert.cut_snippets(764)                           # 22.9 s -> 4 pieces of 5.7 s

@@ -68,6 +68,7 @@ MAX_SNIPPET_SECONDS = 6.0
 FLOOR_PERCENTILE = 10.0
 MIN_SLOPE_SPAN = 1.0
 FOOT_BODIES = ("lfoot", "ltoes", "rfoot", "rtoes")
+SINGLE_STANCE_CLEARANCE = 0.05   # a foot is the stance foot when it is this much lower than the other (metres)
 LEG_BODIES = ("lfemur", "lfoot")
 POSE_FIELDS = ("position", "quaternion", "joints", "center_of_mass", "end_effectors", "velocity",
                "angular_velocity", "joints_velocity", "appendages", "body_positions", "body_quaternions")
@@ -143,9 +144,46 @@ class WalkerKinematics:
 
     def lowest_foot_distance(self) -> float:
         """Signed distance from the feet/toes to the floor (negative: penetration), after ``set_state``."""
+        return self._lowest_point(self._foot_geoms)[0]
+
+    def _lowest_point(self, geoms: list) -> tuple[float, int, np.ndarray]:
+        """(distance to the floor, body id, nearest point in the world) of the lowest of ``geoms``."""
         m, d = self.physics.model.ptr, self.physics.data.ptr
-        return min(mujoco.mj_geomDistance(m, d, self.physics.bind(g).element_id, self._floor_geom, 1.0, None)
-                   for g in self._foot_geoms)
+        best = (np.inf, -1, np.zeros(3))
+        for geom in geoms:
+            geom_id, fromto = self.physics.bind(geom).element_id, np.zeros(6)
+            distance = mujoco.mj_geomDistance(m, d, geom_id, self._floor_geom, 1.0, fromto)
+            if distance < best[0]:
+                best = (distance, int(m.geom_bodyid[geom_id]), fromto[:3].copy())
+        return best
+
+    def stance_slip(self, qpos: np.ndarray, dt: float) -> np.ndarray:
+        """How fast the reference's stance foot slides, on its single-stance frames: the horizontal velocity, along
+        the root's direction of travel, of the foot's material point nearest the floor (central differences of that
+        point carried with its body). A physical walker's stance foot does not slide, so a reference whose stance
+        foot moves forward runs ahead of any tracker by about this speed (a root translation scaled too much for
+        the subject's legs; backward: too little). Rolling over the heel or toes moves the contact point but not
+        the material point, so it reads ~0. Frames: those where one foot is ``SINGLE_STANCE_CLEARANCE`` lower than
+        the other (none in a clip that never stands on one foot); returns m/s, one value per such frame."""
+        sides = {side: [g for b in FOOT_BODIES if b[0] == side
+                        for g in self.walker.mjcf_model.find("body", b).find_all("geom")] for side in "lr"}
+        data, slips = self.physics.data, []
+        for t in range(1, len(qpos) - 1):
+            self.set_state(qpos[t])
+            (low, body, point), (other, _, _) = sorted((self._lowest_point(g) for g in sides.values()),
+                                                          key=lambda lowest: lowest[0])
+            if other - low < SINGLE_STANCE_CLEARANCE:
+                continue
+            local = data.xmat[body].reshape(3, 3).T @ (point - data.xpos[body])
+            moved = []
+            for frame in (qpos[t - 1], qpos[t + 1]):
+                self.set_state(frame)
+                moved.append(data.xpos[body] + data.xmat[body].reshape(3, 3) @ local)
+            travel = qpos[t + 1, :2] - qpos[t - 1, :2]
+            if np.linalg.norm(travel) < 1e-6:
+                continue
+            slips.append(float((moved[1] - moved[0])[:2] @ travel / np.linalg.norm(travel) / (2 * dt)))
+        return np.array(slips)
 
     def zero_pose(self) -> np.ndarray:
         """Root 1 m up with identity rotation, all joints at 0 (the model's left/right symmetric pose)."""
@@ -351,8 +389,10 @@ def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None
             for snippet_id, snippet_qpos, mirrored_flag in pieces:
                 snippets[snippet_id] = converter.features(snippet_qpos)
                 meta[snippet_id] = dict(clip=clip, start=start, end=end, mirrored=mirrored_flag, floor=plane)
+        slip = converter.kinematics.stance_slip(qpos, converter.timestep)
         log(f"{clip}: {len(qpos)} frames, floor height {plane[0]:+.3f} m, slope x {plane[1]:+.3f} y {plane[2]:+.3f}, "
-            f"root height median {np.median(qpos[:, 2]):.3f} m")
+            f"root height median {np.median(qpos[:, 2]):.3f} m, stance-foot slip "
+            + (f"median {np.median(slip):+.2f} m/s" if len(slip) else "- (no single stance)"))
     attrs = dict(source="CMU Graphics Lab Motion Capture Database, http://mocap.cs.cmu.edu (see data/mocap/cmu/"
                  "SOURCES.md); converted by envs/mocap/convert.py", walker="CMUHumanoidPositionControlledV2020",
                  control_timestep=converter.timestep, body_scale=converter.body_scale,
