@@ -75,19 +75,32 @@ def main() -> None:
         trainer = Trainer(run, config, resume_from=resume)
     except (ConfigError, checkpoint.CheckpointError, RunDirectoryBusy) as e:
         fail(f"{e}")
-    # stop at the first checkpoint after the time is up: train to a step bound that moves with the clock
+    from agents.protocol import RunInterrupted
+
+    try:
+        train_for(trainer, run, args.hours)
+    except RunInterrupted as e:   # SIGINT/SIGTERM: the trainer checkpointed; keep the curve so far
+        write_result(args, e.step, config)
+        print(f"stopped by {e}; continue with the same command", file=sys.stderr)
+        raise SystemExit(e.exit_status)
+    write_result(args, trainer.env_steps, config)
+
+
+def train_for(trainer, run, hours: float) -> None:
+    """Train towards BUDGET, stopping at the first checkpoint after ``hours``: a first short leg measures the speed,
+    then the step bound that fits the remaining time."""
+    import dataclasses
+
     start, rate_steps = time.time(), trainer.env_steps
     if trainer.env_steps < BUDGET:
-        # a first short leg measures the speed, then the budget that fits the remaining hours
         trainer.run = dataclasses.replace(run, steps=min(BUDGET, trainer.env_steps + 20_000))
         trainer.train()
         rate = (trainer.env_steps - rate_steps) / max(time.time() - start, 1e-9)
-        left = args.hours * 3600 - (time.time() - start)
+        left = hours * 3600 - (time.time() - start)
         target = min(BUDGET, trainer.env_steps + int(max(left, 0) * rate) // 20_000 * 20_000)
         if target > trainer.env_steps:
             trainer.run = dataclasses.replace(run, steps=target)
             trainer.train()
-    write_result(args, trainer.env_steps, config)
 
 
 def behaviour(run_dir: Path, episodes: int = 3) -> dict:
