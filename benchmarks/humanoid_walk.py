@@ -57,7 +57,7 @@ def main() -> None:
             step = int(checkpoint.latest(args.run_dir / "checkpoints").name.split("-")[1])
         except checkpoint.CheckpointError as e:
             fail(f"{e}")
-        write_result(args, step, config)
+        write_result(args, step, run, config)
         return
     try:
         if (args.run_dir / "checkpoints" / "latest").exists():
@@ -80,10 +80,10 @@ def main() -> None:
     try:
         train_for(trainer, run, args.hours)
     except RunInterrupted as e:   # SIGINT/SIGTERM: the trainer checkpointed; keep the curve so far
-        write_result(args, e.step, config)
+        write_result(args, e.step, run, config)
         print(f"stopped by {e}; continue with the same command", file=sys.stderr)
         raise SystemExit(e.exit_status)
-    write_result(args, trainer.env_steps, config)
+    write_result(args, trainer.env_steps, run, config)
 
 
 def train_for(trainer, run, hours: float) -> None:
@@ -139,8 +139,8 @@ def behaviour(run_dir: Path, episodes: int = 3) -> dict:
     return {"checkpoint_step": step, "episodes": out}
 
 
-def write_result(args, env_steps: int, config) -> None:
-    """The evaluation curve read from the run's TensorBoard events, with the run's settings."""
+def write_result(args, env_steps: int, run, config) -> None:
+    """The evaluation curve read from the run's TensorBoard events, with the run's settings and schedule."""
     import dataclasses
 
     from benchmarks.runs import read_series
@@ -150,7 +150,10 @@ def write_result(args, env_steps: int, config) -> None:
               "settings": json.loads(json.dumps(dataclasses.asdict(config))), "eval_curve": curve,
               "final_eval_return": curve[-1][1] if curve else None, "target": 600,
               "behaviour": behaviour(args.run_dir),
-              "command": "python " + " ".join(["benchmarks/humanoid_walk.py", *sys.argv[1:]])}
+              "seed": run.seed, "schedule": dataclasses.asdict(run.schedule),
+              # the command that trains the run, also when this is a --report
+              "command": "python " + " ".join(["benchmarks/humanoid_walk.py",
+                                                 *(a for a in sys.argv[1:] if a != "--report")])}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=1))
     print(json.dumps({k: v for k, v in result.items() if k != "eval_curve"}, indent=1))
