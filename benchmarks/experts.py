@@ -40,6 +40,12 @@ from benchmarks.runs import fail, run_pool, write_json  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "experts.json"
 TRACKED_TARGET, RELATIVE_TARGET = 0.9, 0.7
+# the shipped clips by what they show (data/mocap/cmu/SOURCES.md), for the report's per-kind rows; others: "other"
+KINDS = {"walk": ("02_01", "07_", "08_"), "run": ("02_03", "09_", "16_"), "jump and turn": ("01_01",)}
+
+
+def kind(snippet: str) -> str:
+    return next((name for name, prefixes in KINDS.items() if snippet.startswith(prefixes)), "other")
 
 
 def run_controller(env, act) -> dict:
@@ -123,9 +129,29 @@ def report(result: dict) -> str:
                      f"{s['mpc']['median_relative_return']:.2f} (feed-forward "
                      f"{s['feed_forward']['median_relative_return']:.2f}), MPC above feed-forward on "
                      f"{s['mpc_beats_feed_forward']}; {s['seconds_per_control_step']:.2f} s per control step.")
+    if result["snippets"]:
+        lines += ["", "| kind | snippets | mean length (steps) | MPC: tracked to the end | median fraction tracked | "
+                  "median reward / step | median relative return | feed-forward: median fraction tracked | "
+                  "median reward / step | median relative return |", "|---|---|---|---|---|---|---|---|---|---|"]
+        groups = {}
+        for sid, r in result["snippets"].items():
+            groups.setdefault(kind(sid), []).append(r)
+        for name, rows in [*sorted(groups.items()), ("**all**", list(result["snippets"].values()))]:
+            median = lambda key, who: statistics.median(value(r, key, who) for r in rows)  # noqa: E731
+            lines.append(f"| {name} | {len(rows)} | {statistics.fmean(r['full_steps'] for r in rows):.0f} | "
+                         f"{sum(r['mpc']['tracked_to_end'] for r in rows)} | {median('fraction', 'mpc'):.2f} | "
+                         f"{median('reward_per_step', 'mpc'):.2f} | {median('relative_return', 'mpc'):.2f} | "
+                         f"{median('fraction', 'feed_forward'):.2f} | {median('reward_per_step', 'feed_forward'):.2f} | "
+                         f"{median('relative_return', 'feed_forward'):.2f} |")
     if result.get("missing"):
         lines.append(f"Not measured yet: {', '.join(result['missing'])}.")
     return "\n".join(lines)
+
+
+def value(row: dict, key: str, who: str) -> float:
+    """A per-snippet number of the planner or the feed-forward controller; ``fraction``: of the snippet tracked."""
+    record = row[who]
+    return record["steps_tracked"] / row["full_steps"] if key == "fraction" else record[key]
 
 
 def main(argv=None) -> int:

@@ -143,3 +143,22 @@ def test_planner_expert_collects_bc_and_lfpc_data(tmp_path):
     assert "jacobians" not in plain["nominal"]
     with pytest.raises(ConfigError, match="no LFPC Jacobians"):
         data.NPMPDataset(data.write_dataset(tmp_path / "plain.h5", [plain])).sample_lfpc(2, 10, 2)
+
+
+def test_expert_benchmark_report_groups_snippets_by_kind():
+    from benchmarks import experts
+
+    def row(full, mpc_steps, ff_steps):
+        record = lambda steps: {"steps_tracked": steps, "tracked_to_end": steps == full,  # noqa: E731
+                                "reward_per_step": 0.5, "relative_return": steps * 0.5 / (1.45 * full)}
+        return {"full_steps": full, "mpc": {**record(mpc_steps), "seconds_per_control_step": 1.0},
+                "feed_forward": record(ff_steps)}
+
+    table = {"07_01-0": row(80, 80, 20), "08_02-0-mirror": row(100, 50, 10), "09_01-0": row(30, 30, 15),
+             "99_01-0": row(40, 10, 10)}
+    assert [experts.kind(s) for s in table] == ["walk", "walk", "run", "other"]
+    lines = experts.report({"snippets": table}).splitlines()
+    walk = next(line for line in lines if line.startswith("| walk |"))
+    # 2 walks, mean length 90, 1 tracked to the end, median fraction tracked (1.0 + 0.5) / 2
+    assert walk.split(" | ")[1:5] == ["2", "90", "1", "0.75"]
+    assert next(line for line in lines if line.startswith("| **all** |")).split(" | ")[1:4] == ["4", "62", "2"]
