@@ -24,8 +24,8 @@ The controller (``TrackingPlanner``), at every control step t of a ``humanoid-tr
 The defaults (CEM, 3 rounds of 32 candidates, feedback gain 2) were chosen by the tracking they gave on one walk
 (07_01-0), the 1.2 s horizon with 3 knots on eight snippets, where the 0.6 s of MuJoCo MPC left the walks falling at
 the same points whatever the sample count (docs/npmp.md has the tables); quality on every shipped snippet is
-measured by benchmarks/experts.py. ``feedback_jacobian`` gives the Jacobian of the executed command with the plan held fixed,
-which the NPMP pipeline uses as LFPC's linear-feedback policy (seed 000 eqs 8.5-8.9).
+measured by benchmarks/experts.py. ``feedback_jacobian`` gives the Jacobian of the executed command with the plan
+held fixed, which the NPMP pipeline uses as LFPC's linear-feedback policy (seed 000 eqs 8.5-8.9).
 """
 from __future__ import annotations
 

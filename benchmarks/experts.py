@@ -141,7 +141,8 @@ def report(result: dict) -> str:
             lines.append(f"| {name} | {len(rows)} | {statistics.fmean(r['full_steps'] for r in rows):.0f} | "
                          f"{sum(r['mpc']['tracked_to_end'] for r in rows)} | {median('fraction', 'mpc'):.2f} | "
                          f"{median('reward_per_step', 'mpc'):.2f} | {median('relative_return', 'mpc'):.2f} | "
-                         f"{median('fraction', 'feed_forward'):.2f} | {median('reward_per_step', 'feed_forward'):.2f} | "
+                         f"{median('fraction', 'feed_forward'):.2f} | "
+                         f"{median('reward_per_step', 'feed_forward'):.2f} | "
                          f"{median('relative_return', 'feed_forward'):.2f} |")
     if result.get("missing"):
         lines.append(f"Not measured yet: {', '.join(result['missing'])}.")

@@ -60,7 +60,6 @@ def test_floor_correction_puts_feet_on_the_floor(converter, walk):
     assert abs(np.median(np.array_split(raw_distances, 3)[0]) - np.median(np.array_split(raw_distances, 3)[-1])) > 0.03
 
 
-
 def test_stance_slip_reads_a_planted_foot_as_still_and_a_stretched_walk_as_sliding(converter, walk):
     qpos, _ = walk
     kinematics, dt = converter.kinematics, converter.timestep
@@ -74,6 +73,7 @@ def test_stance_slip_reads_a_planted_foot_as_still_and_a_stretched_walk_as_slidi
     assert 0.15 * speed < np.median(kinematics.stance_slip(stretched, dt)) - np.median(slip) < 0.25 * speed
     # a pose held still has no direction of travel: no frames
     assert len(kinematics.stance_slip(np.repeat(qpos[:1], 5, axis=0), dt)) == 0
+
 
 def test_cut_snippets():
     assert convert.cut_snippets(36) == [(0, 36)]                 # a 1.1 s run stays whole

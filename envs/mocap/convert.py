@@ -172,16 +172,14 @@ class WalkerKinematics:
             self.set_state(qpos[t])
             (low, body, point), (other, _, _) = sorted((self._lowest_point(g) for g in sides.values()),
                                                           key=lambda lowest: lowest[0])
-            if other - low < SINGLE_STANCE_CLEARANCE:
+            travel = qpos[t + 1, :2] - qpos[t - 1, :2]
+            if other - low < SINGLE_STANCE_CLEARANCE or np.linalg.norm(travel) < 1e-6:
                 continue
             local = data.xmat[body].reshape(3, 3).T @ (point - data.xpos[body])
             moved = []
             for frame in (qpos[t - 1], qpos[t + 1]):
                 self.set_state(frame)
                 moved.append(data.xpos[body] + data.xmat[body].reshape(3, 3) @ local)
-            travel = qpos[t + 1, :2] - qpos[t - 1, :2]
-            if np.linalg.norm(travel) < 1e-6:
-                continue
             slips.append(float((moved[1] - moved[0])[:2] @ travel / np.linalg.norm(travel) / (2 * dt)))
         return np.array(slips)
 
