@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from priors.io import ModuleFileError
+from priors.io import ModuleFileError, sha256_file
 from priors.models import ar1_chain
 from priors.npmp import NPMP, NPMPConfig, load_primitives, save_primitives
 from pipelines.npmp.evaluate import optimise_latents
@@ -100,6 +100,35 @@ def test_latent_optimisation_reduces_the_action_error():
     states, actions = torch.randn(8, 3), torch.rand(8, 2) * 2 - 1
     _, before, after = optimise_latents(model, states, actions, torch.zeros(8, 2), iterations=200)
     assert after < before
+
+
+def test_state_normalisation_feeds_both_networks_standardised_states_and_is_saved(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    torch.manual_seed(4)
+    model = tiny()
+    data = torch.randn(500, 3) * torch.tensor([0.1, 1.0, 10.0]) + torch.tensor([5.0, 0.0, -3.0])
+    model.set_state_normalisation(data)
+    assert torch.allclose(model.state_shift, data.mean(0)) and torch.allclose(model.state_scale, data.std(0))
+    plain = tiny()
+    plain.load_state_dict({**model.state_dict(), "state_shift": torch.zeros(3), "state_scale": torch.ones(3)})
+    s, z = data[:4], torch.randn(4, 2)
+    standardised = (s - data.mean(0)) / data.std(0)
+    assert torch.allclose(model.decode(s, z)[0], plain.decode(standardised, z)[0], atol=1e-5)
+    window = torch.cat([s, s.flip(0)], dim=-1)   # K = 1: [s_t, s_{t+1}]
+    expected = plain.encode_step(z, torch.cat([standardised, standardised.flip(0)], dim=-1))
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(model.encode_step(z, window), expected))
+    # saved with the weights; primitives written before the normalisation existed load as the identity
+    path = save_primitives(model, tmp_path / "prim", {"proprio": 3})
+    assert torch.equal(load_primitives(path)[0].state_scale, model.state_scale)
+    weights = load_file(path / "weights.safetensors")
+    save_file({k: v for k, v in weights.items() if not k.startswith("state_")}, path / "weights.safetensors")
+    meta_file = path / "meta.json"
+    record = json.loads(meta_file.read_text())
+    record["sha256"] = {"weights.safetensors": sha256_file(path / "weights.safetensors")}
+    meta_file.write_text(json.dumps(record))
+    old = load_primitives(path)[0]
+    assert torch.equal(old.state_shift, torch.zeros(3)) and torch.equal(old.state_scale, torch.ones(3))
 
 
 def test_primitives_roundtrip_bit_for_bit_and_bad_files_fail_clearly(tmp_path):

@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -115,3 +116,39 @@ def test_mpc_experts_collect_distill_and_evaluate_without_any_training(tmp_path,
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(out), "--out", str(data)]) == 2
     assert npmp_main(["distill", "--data", str(relabelled), *TINY_MODEL, "--out", str(tmp_path / "y")]) == 0
 
+
+
+def test_lqr_experts_label_with_the_feedback_law_around_the_planners_run(tmp_path, capsys):
+    """--expert-policy lqr: the planner runs once per snippet; the noise-free rollout of its LQR law is the
+    planner's own run, and every noisy rollout's labels are the law's commands at the visited states."""
+    from agents.lqr import LQRConfig
+    from pipelines.npmp.data import planner_expert, rollout
+
+    data = tmp_path / "data.h5"
+    planner = [arg for pair in ("horizon=4", "knots=1", "candidates=4", "iterations=1", "method=ps")
+               for arg in ("--planner-set", pair)]
+    assert npmp_main(["collect", "--experts", "mpc", "--expert-policy", "lqr", "--lqr-set", "control_weight=2",
+                      "--snippets", TRAIN, "--held-out", HELD_OUT, "--data", str(data), "--processes", "1",
+                      "--trajectories", "2", "--perturbation-trajectories", "1", *planner]) == 0
+    dataset = NPMPDataset(data)
+    assert dataset.meta["lqr"] == {**LQRConfig().__dict__, "control_weight": 2.0}
+    assert "jacobians" not in dataset.nominal.data   # gains on the simulator state: no LFPC Jacobians
+    expert = planner_expert(TRAIN, dataset.meta["planner"], dataset.meta["lqr"])
+    env = expert.make_env(0)
+    try:
+        nominal = rollout(expert, env, 0.0, np.random.default_rng(0))
+        noisy = rollout(expert, env, 0.1, np.random.default_rng(1))
+    finally:
+        env.close()
+    np.testing.assert_allclose(nominal["mean_actions"], expert.tracker.commands[:len(nominal["mean_actions"])],
+                               atol=1e-6)
+    assert not np.allclose(noisy["mean_actions"][5:10], expert.tracker.commands[5:10], atol=1e-3)  # feedback acts
+    # relabelling reads the law from the data; the primitives' episodes are labelled by it
+    primitives, relabelled = tmp_path / "primitives", tmp_path / "dagger.h5"
+    assert npmp_main(["distill", "--data", str(data), *TINY_MODEL, "--out", str(primitives)]) == 0
+    assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(relabelled),
+                      "--trajectories", "1", "--processes", "1"]) == 0
+    assert NPMPDataset(relabelled).meta["lqr"] == dataset.meta["lqr"]
+    capsys.readouterr()
+    assert npmp_main(["collect", "--expert-policy", "lqr", "--snippets", TRAIN, "--data", str(tmp_path / "x.h5")]) == 2
+    assert "needs --experts mpc" in capsys.readouterr().err

@@ -53,6 +53,11 @@ def _collect_args(p):
                         "no training needed; LFPC Jacobians from its feedback law")
     p.add_argument("--planner-set", action="append", default=[], metavar="KEY=VALUE",
                    help="MPC setting of the mpc experts (agents.mpc.MPCConfig)")
+    p.add_argument("--expert-policy", choices=("plan", "lqr"), default="plan",
+                   help="mpc experts: plan: the planner acts and labels; lqr: the planner runs once per snippet and "
+                        "time-varying LQR gains around its run act and label (agents/lqr.py; cheap per label)")
+    p.add_argument("--lqr-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="LQR cost weight of --expert-policy lqr (agents.lqr.LQRConfig)")
     p.add_argument("--trajectories", type=int, default=20,
                    help="noisy rollouts per expert (thesis: 100)")
     p.add_argument("--action-noise", type=float, default=0.1, help="std of the rollouts' action noise")
@@ -68,6 +73,9 @@ def _distill_args(p):
     p.add_argument("--beta", type=float, default=0.1)
     p.add_argument("--distill-steps", type=int, default=2000)
     p.add_argument("--batch", type=int, default=64, help="BC subsequences per update (thesis: 512)")
+    p.add_argument("--lr", type=float, default=1e-4, help="Adam's learning rate (thesis: 1e-4)")
+    p.add_argument("--init", type=Path, default=None,
+                   help="primitives to continue training from (e.g. after a DAgger round); their model settings win")
     p.add_argument("--latent-dim", type=int, default=60)
     p.add_argument("--lookahead", choices=("trajectory", "reference"), default=None,
                    help="what the encoder's look-ahead reads: the trajectory's own future states (the thesis) or the "
@@ -134,18 +142,23 @@ def collection_jobs(args) -> tuple[list, dict]:
     collection's settings (the merged file's meta)."""
     import dataclasses
 
-    from agents.config import apply_overrides, split_overrides
+    from agents.config import ConfigError, apply_overrides, split_overrides
+    from agents.lqr import LQRConfig
     from agents.mpc import MPCConfig
     from pipelines.npmp import data
     from pipelines.npmp.experts import check_snippets, expert_dirs
 
-    snippets = [*args.snippets, *args.held_out]
+    snippets, lqr = [*args.snippets, *args.held_out], None
     if args.experts == "mpc":   # held-out clips need no data: evaluation runs closed loop from the reference
         check_snippets(snippets)
         snippets = list(args.snippets)
         settings = dataclasses.asdict(apply_overrides(MPCConfig(threads=1), split_overrides(args.planner_set)))
         sources, expert_meta = ["mpc"] * len(snippets), {"experts": "mpc", "planner": settings}
+        if args.expert_policy == "lqr":
+            expert_meta["lqr"] = lqr = dataclasses.asdict(apply_overrides(LQRConfig(), split_overrides(args.lqr_set)))
     else:
+        if args.expert_policy != "plan":
+            raise ConfigError("--expert-policy lqr needs --experts mpc (the LQR law is built around a planner's run)")
         settings, expert_meta = None, {"experts": "svg0"}
         sources = [str(d) for d in expert_dirs(args.experts_root, snippets)]
     collection = {"trajectories": args.trajectories, "action_noise_std": args.action_noise,
@@ -154,7 +167,7 @@ def collection_jobs(args) -> tuple[list, dict]:
     parts = args.data.with_suffix(".parts")
     jobs = [data.CollectJob(snippet, source, str(parts / f"{snippet}.h5"), args.seed + i, args.trajectories,
                             args.action_noise, args.perturbation_trajectories, settings,
-                            {**collection, "seed": args.seed + i})
+                            {**collection, "seed": args.seed + i}, lqr)
             for i, (snippet, source) in enumerate(zip(snippets, sources))]
     return jobs, {**collection, "seed": args.seed, "held_out": list(args.held_out)}
 
@@ -214,7 +227,7 @@ def relabel(args) -> Path:
     meta = {**base_meta, "relabelled": [*base_meta.get("relabelled", []), round_meta]}
     parts = args.out.with_suffix(".parts")
     jobs = [data.RelabelJob(s, str(args.data), str(args.primitives), str(parts / f"{s}.h5"), args.seed + i,
-                            args.trajectories, args.action_noise, base_meta.get("planner"), meta)
+                            args.trajectories, args.action_noise, base_meta.get("planner"), meta, base_meta.get("lqr"))
             for i, s in enumerate(snippets)]
     with RunLock(parts):
         _run_parts(args, data.run_relabel_job, jobs, parts, "relabel")
@@ -226,6 +239,7 @@ def relabel(args) -> Path:
 
 
 def distill(args) -> Path:
+    from agents.config import ConfigError
     from priors.npmp import NPMPConfig
     from pipelines.npmp.data import NPMPDataset, read_meta
     from pipelines.npmp.distill import DistillConfig, distill as run
@@ -239,15 +253,28 @@ def distill(args) -> Path:
     if args.lookahead is None:
         args.lookahead = "reference" if read_meta(args.data).get("experts") == "mpc" else "trajectory"
     dataset = NPMPDataset(args.data, snippets=args.snippets, lookahead_source=args.lookahead)
-    model_config = NPMPConfig(state_dim=dataset.state_dim, action_dim=dataset.action_dim, latent_dim=args.latent_dim,
-                              encoder_hidden=_widths(args.encoder_hidden), decoder_hidden=_widths(args.decoder_hidden),
-                              beta=args.beta, lookahead_source=args.lookahead)
-    config = DistillConfig(scheme=args.scheme, steps=args.distill_steps, batch=args.batch, seed=args.seed)
+    initial = None
+    if args.init is not None:
+        from priors.npmp import load_primitives
+
+        initial, _ = load_primitives(args.init)
+        initial.requires_grad_(True)
+        model_config = initial.config
+        if model_config.lookahead_source != args.lookahead or model_config.state_dim != dataset.state_dim:
+            raise ConfigError(f"{args.init} reads a {model_config.lookahead_source} look-ahead of "
+                              f"{model_config.state_dim} states; {args.data} gives {args.lookahead} and "
+                              f"{dataset.state_dim}")
+    else:
+        model_config = NPMPConfig(state_dim=dataset.state_dim, action_dim=dataset.action_dim,
+                                  latent_dim=args.latent_dim, encoder_hidden=_widths(args.encoder_hidden),
+                                  decoder_hidden=_widths(args.decoder_hidden), beta=args.beta,
+                                  lookahead_source=args.lookahead)
+    config = DistillConfig(scheme=args.scheme, steps=args.distill_steps, batch=args.batch, lr=args.lr, seed=args.seed)
     # one distillation per primitives directory; the lock lies beside it, since saving replaces the directory
     with RunLock(args.out, lock_file=args.out.with_name(f".{args.out.name}.lock")):
         run(dataset, args.out, model_config, config, {"proprio": dataset.state_dim}, device=args.device,
             meta={"held_out": list(args.held_out), "data": _repo_relative(args.data), "collection": dataset.meta},
-            logdir=args.logdir or _shipped_logdir(Path(args.out)))
+            logdir=args.logdir or _shipped_logdir(Path(args.out)), initial=initial)
     print(f"primitives written to {args.out}")
     return args.out
 

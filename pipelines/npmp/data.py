@@ -64,6 +64,8 @@ HDF5 layout (one file, written atomically: a temp file in the same directory, fs
         nominal/states, nominal/task, nominal/mean_actions, nominal/actions, nominal/rewards   (one trajectory)
         nominal/jacobians  [T, A, S]             J*_t = d mu_E / d s at s*_t
         nominal/lengths, nominal/terminated       [1]
+        plan/physics_states [T + 1, X], plan/commands [T, A]   the planner's run an LQR law tracks (FeedbackExpert;
+                                                  ``collect --expert-policy lqr`` only): MuJoCo full-physics states
         deviation_sq_sum   [S] float64, deviation_count (attr): the expert's share of Delta's estimate
 """
 from __future__ import annotations
@@ -250,6 +252,50 @@ class PlannerExpert:
         return np.asarray(command, np.float32)
 
 
+class FeedbackExpert(PlannerExpert):
+    """The planner's noise-free run of the snippet made into a smooth feedback policy (agents/lqr.py): mu_E(x_t) =
+    u*_t + K_t (x_t - x*_t), with time-varying LQR gains around that run. A function of the simulator's state and
+    the clip time only, cheap to query, so noisy rollouts and relabelling cost physics steps rather than plans;
+    the planner runs once per snippet (``make_env``)."""
+
+    def __init__(self, snippet: str, config=None, lqr_config=None, plan: dict | None = None):
+        """``plan``: the planner's run saved with collected data (``plan`` arrays of ``collect_from``), used instead
+        of planning again."""
+        from agents.lqr import LQRConfig
+
+        super().__init__(snippet, config)
+        self.lqr_config = lqr_config or LQRConfig()
+        self.lqr_config.validate()
+        self.tracker, self.env, self.plan = None, None, plan
+
+    def make_env(self, seed: int | None = None):
+        from agents.lqr import LinearFeedbackTracker, planned_nominal
+
+        env = super().make_env(seed)
+        if self.tracker is None:
+            if self.plan is None:
+                states, commands, _ = planned_nominal(env, self.planner)
+                self.plan = {"physics_states": states, "commands": commands}
+            self.tracker = LinearFeedbackTracker(env.physics.model.ptr, self.plan["physics_states"],
+                                                 self.plan["commands"], self.planner.substeps, self.lqr_config)
+        self.env = env
+        return env
+
+    def begin_episode(self) -> None:
+        pass
+
+    def mean_command(self, flat_obs: np.ndarray, reference_action: np.ndarray | None = None) -> np.ndarray:
+        from agents.lqr import get_state
+
+        physics = self.env.physics
+        state = get_state(physics.model.ptr, physics.data.ptr)
+        return self.tracker.command(self.env.time_step, state).astype(np.float32)
+
+    def mean_command_and_jacobian(self, flat_obs, reference_action=None):
+        raise ConfigError(f"the feedback expert of {self.snippet} has gains on the simulator state, not on the "
+                          "observation: collect noisy-rollout (BC) data from it")
+
+
 def rollout(expert: Expert, env, action_noise_std: float, rng: np.random.Generator,
             with_jacobians: bool = False, actor=None) -> dict:
     """One episode from the clip start executing clip(mu_E(s_t) + N(0, sigma^2), -1, 1) (§8.2); with ``actor``
@@ -331,15 +377,28 @@ def collect_expert(expert_dir: Path | str, trajectories: int, action_noise_std: 
                         with_jacobians=True)
 
 
-def collect_planner(snippet: str, trajectories: int, action_noise_std: float, perturbation_trajectories: int,
-                    seed: int, settings: dict | None = None) -> dict:
-    """``collect_expert`` for an MPC expert (``PlannerExpert``; ``settings``: agents.mpc.MPCConfig fields) on one
-    snippet: noisy-rollout BC data and a nominal trajectory, with its feedback Jacobians when it has feedback."""
+def planner_expert(snippet: str, settings: dict | None = None, lqr: dict | None = None, plan: dict | None = None
+                   ) -> PlannerExpert:
+    """The MPC expert of ``snippet`` (``settings``: agents.mpc.MPCConfig fields): the planner itself, or with
+    ``lqr`` (agents.lqr.LQRConfig fields) the LQR law around its noise-free run (``FeedbackExpert``; ``plan``: that
+    run, if it was saved)."""
+    from agents.lqr import LQRConfig
     from agents.mpc import MPCConfig
 
     config = MPCConfig(**{"threads": 1, **(settings or {})})
-    return collect_from(PlannerExpert(snippet, config), trajectories, action_noise_std, perturbation_trajectories,
-                        seed, with_jacobians=config.feedback_gain > 0)
+    if lqr is None:
+        return PlannerExpert(snippet, config)
+    return FeedbackExpert(snippet, config, LQRConfig(**lqr), plan)
+
+
+def collect_planner(snippet: str, trajectories: int, action_noise_std: float, perturbation_trajectories: int,
+                    seed: int, settings: dict | None = None, lqr: dict | None = None) -> dict:
+    """``collect_expert`` for an MPC expert (``planner_expert``) on one snippet: noisy-rollout BC data and a nominal
+    trajectory, with the planner's feedback Jacobians when it has feedback (none for the LQR law, whose gains act
+    on the simulator state)."""
+    expert = planner_expert(snippet, settings, lqr)
+    return collect_from(expert, trajectories, action_noise_std, perturbation_trajectories, seed,
+                        with_jacobians=lqr is None and expert.config.feedback_gain > 0)
 
 
 def collect_from(expert, trajectories: int, action_noise_std: float, perturbation_trajectories: int, seed: int,
@@ -362,25 +421,28 @@ def collect_from(expert, trajectories: int, action_noise_std: float, perturbatio
              "bc_mean_return": float(bc["rewards"].sum() / trajectories),
              "bc_mean_steps": float(bc["lengths"].mean()), "max_step_reward": tracking.MAX_COMIC_REWARD,
              "deviation_count": len(deviations)}
-    return {"snippet": expert.snippet, "bc": bc, "nominal": _concatenate([nominal]),
-            "deviation_sq_sum": (deviations**2).sum(0), "attrs": attrs}
+    result = {"snippet": expert.snippet, "bc": bc, "nominal": _concatenate([nominal]),
+              "deviation_sq_sum": (deviations**2).sum(0), "attrs": attrs}
+    if getattr(expert, "plan", None) is not None:   # the planner's run under an LQR law: relabelling reuses it
+        result["plan"] = {k: np.asarray(v) for k, v in expert.plan.items()}
+    return result
 
 
 def relabel_planner(snippet: str, primitives: str, trajectories: int, action_noise_std: float, seed: int,
-                    settings: dict | None = None) -> dict:
+                    settings: dict | None = None, lqr: dict | None = None, plan: dict | None = None) -> dict:
     """DAgger data for one snippet: ``trajectories`` episodes driven by the primitives (closed loop on the clip's
     reference, action noise ``action_noise_std``), every visited state labelled by the planner. A departure from
     the seed (its BC data, eq 8.4, visits only states of the noisy expert): the primitives' own mistakes take them
     to states the expert never visits, and these teach the next distillation what to do there. Returns the ``bc``
-    arrays of ``collect_from`` (the executed actions are the primitives')."""
-    from agents.mpc import MPCConfig
+    arrays of ``collect_from`` (the executed actions are the primitives'). With ``lqr`` the labels are the LQR
+    law's (``planner_expert``)."""
     from pipelines.npmp.evaluate import primitives_actor
     from priors.npmp import load_primitives
 
     if trajectories < 1:
         raise ConfigError(f"need trajectories >= 1, got {trajectories}")
     model, _ = load_primitives(primitives)
-    expert = PlannerExpert(snippet, MPCConfig(**{"threads": 1, **(settings or {})}))
+    expert = planner_expert(snippet, settings, lqr, plan)
     env = expert.make_env(seed)
     rng = np.random.default_rng(seed)
     try:
@@ -431,8 +493,8 @@ def write_dataset(path: Path | str, per_expert_results: list[dict], delta_std: n
                 group = f.create_group(result["snippet"])
                 group.attrs.update(result["attrs"])
                 group.create_dataset("deviation_sq_sum", data=result["deviation_sq_sum"])
-                for part in ("bc", "nominal"):
-                    for key, array in result[part].items():
+                for part in ("bc", "nominal", "plan"):
+                    for key, array in result.get(part, {}).items():
                         compress = {"compression": "gzip", "shuffle": True} if array.size > 1024 else {}
                         group.create_dataset(f"{part}/{key}", data=array, **compress)
         fsync_path(tmp)
@@ -472,7 +534,8 @@ def read_results(path: Path | str) -> tuple[list[dict], dict]:
                 raise ConfigError(f"{path} is not a {FORMAT} v{VERSION} file")
             results = [{"snippet": snippet, "attrs": dict(group.attrs),
                         "deviation_sq_sum": group["deviation_sq_sum"][()],
-                        **{part: {k: v[()] for k, v in group[part].items()} for part in ("bc", "nominal")}}
+                        **{part: {k: v[()] for k, v in group[part].items()} for part in ("bc", "nominal", "plan")
+                           if part in group}}
                        for snippet, group in f.items() if isinstance(group, h5py.Group)]
             return results, json.loads(f.attrs["meta"])
     except (OSError, KeyError, ValueError) as e:
@@ -483,8 +546,9 @@ def read_results(path: Path | str) -> tuple[list[dict], dict]:
 class CollectJob:
     """One snippet's share of a collection, written to its own file ``path`` (a "part") as soon as it is done, so a
     collection that stops (a killed worker or driver, a deadline) keeps every finished snippet and resumes with the
-    rest. ``expert``: "mpc" (a planner on ``snippet`` with MPCConfig ``settings``) or an svg0 expert run directory;
-    ``meta`` is stored in the part and must match for the part to be reused."""
+    rest. ``expert``: "mpc" (a planner on ``snippet`` with MPCConfig ``settings``; with ``lqr`` settings, the LQR
+    law around its run) or an svg0 expert run directory; ``meta`` is stored in the part and must match for the
+    part to be reused."""
     snippet: str
     expert: str
     path: str
@@ -494,13 +558,14 @@ class CollectJob:
     perturbation_trajectories: int
     settings: dict | None = None
     meta: dict | None = None
+    lqr: dict | None = None
 
 
 def run_collect_job(job: CollectJob) -> str:
     """Collect ``job.snippet`` and write its part file (atomically); returns the part's path."""
     if job.expert == "mpc":
         result = collect_planner(job.snippet, job.trajectories, job.action_noise_std, job.perturbation_trajectories,
-                                 job.seed, job.settings)
+                                 job.seed, job.settings, job.lqr)
     else:
         result = collect_expert(job.expert, job.trajectories, job.action_noise_std, job.perturbation_trajectories,
                                 job.seed)
@@ -521,13 +586,14 @@ class RelabelJob:
     action_noise_std: float
     settings: dict | None = None
     meta: dict | None = None
+    lqr: dict | None = None
 
 
 def run_relabel_job(job: RelabelJob) -> str:
     """Relabel ``job.snippet`` and write its part (the snippet's old data plus the new episodes), atomically."""
     (result,) = [r for r in read_results(job.data)[0] if r["snippet"] == job.snippet]
     relabelled = relabel_planner(job.snippet, job.primitives, job.trajectories, job.action_noise_std, job.seed,
-                                 job.settings)
+                                 job.settings, job.lqr, result.get("plan"))
     return str(write_dataset(job.path, [with_relabelled(result, relabelled)], meta=job.meta))
 
 

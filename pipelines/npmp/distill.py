@@ -61,8 +61,10 @@ def sample_batch(dataset, config: DistillConfig, generator: torch.Generator, dev
 
 def distill(dataset, out_dir: Path, model_config: NPMPConfig, config: DistillConfig, obs_groups: dict[str, int],
             device: torch.device | str = "cpu", meta: dict | None = None, progress: bool = True,
-            logdir: Path | None = None) -> NPMP:
-    """Train an NPMP on ``dataset`` (an ``NPMPDataset``) and save it to ``out_dir`` (see the module docstring)."""
+            logdir: Path | None = None, initial: NPMP | None = None) -> NPMP:
+    """Train an NPMP on ``dataset`` (an ``NPMPDataset``) and save it to ``out_dir`` (see the module docstring).
+    ``initial``: primitives to continue from (a DAgger round), input normalisation included; otherwise a fresh
+    model whose normalisation is fitted to the dataset's states."""
     from torch.utils.tensorboard import SummaryWriter
 
     config.validate()
@@ -73,6 +75,12 @@ def distill(dataset, out_dir: Path, model_config: NPMPConfig, config: DistillCon
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     model = NPMP(model_config).to(device)
+    if initial is None:
+        model.set_state_normalisation(dataset.bc.data["states"].to(device))
+    elif initial.config != model_config:
+        raise ValueError(f"the initial primitives' config {initial.config} differs from {model_config}")
+    else:
+        model.load_state_dict(initial.state_dict())
     optimiser = torch.optim.Adam(model.parameters(), lr=config.lr)
     out_dir = Path(out_dir)
     writer = SummaryWriter(str(logdir or out_dir.with_name(out_dir.name + ".tb")))

@@ -83,15 +83,30 @@ class NPMP(nn.Module):
         self.config = c = config
         self.encoder = mlp(c.latent_dim + (c.lookahead + 1) * c.state_dim, c.encoder_hidden, 2 * c.latent_dim)
         self.decoder = mlp(c.state_dim + c.latent_dim, c.decoder_hidden, c.action_dim)
+        # states enter both networks as (s - shift) / scale: proprioception mixes angles (~0.1) with velocities
+        # (std up to ~10); ``set_state_normalisation`` fits them to the training data, identity until then (and
+        # for primitives saved before they existed)
+        self.register_buffer("state_shift", torch.zeros(c.state_dim))
+        self.register_buffer("state_scale", torch.ones(c.state_dim))
+
+    def set_state_normalisation(self, states: torch.Tensor, min_scale: float = 1e-2) -> None:
+        """Fit the input normalisation to ``states [N, S]`` (per-dimension mean and std, the std floored at
+        ``min_scale`` so constant dimensions stay finite)."""
+        self.state_shift.copy_(states.mean(0))
+        self.state_scale.copy_(states.std(0).clamp_min(min_scale))
+
+    def normalise(self, states: torch.Tensor) -> torch.Tensor:
+        return (states - self.state_shift) / self.state_scale
 
     # -- the two networks ------------------------------------------------------------------------------------
     def decode(self, state: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """pi(a | s, z): mean and the fixed std (the low-level controller when the decoder is reused)."""
-        mean = self.decoder(torch.cat([state, z], dim=-1))
+        mean = self.decoder(torch.cat([self.normalise(state), z], dim=-1))
         return mean, torch.full_like(mean, self.config.decoder_std)
 
     def encode_step(self, z_prev: torch.Tensor, window: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """q(z_t | z_{t-1}, x_t): mean and std, ``window`` = x_t flattened."""
+        """q(z_t | z_{t-1}, x_t): mean and std, ``window`` = x_t flattened (raw states; normalised here)."""
+        window = self.normalise(window.unflatten(-1, (-1, self.config.state_dim))).flatten(-2)
         return gaussian_head(self.encoder(torch.cat([z_prev, window], dim=-1)))
 
     def windows(self, states: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:

@@ -1,0 +1,147 @@
+"""Time-varying LQR around a planned run: the tracking planner's trajectory made into a smooth feedback policy.
+
+Why. The sampling planner (agents/mpc.py) tracks the walks, but its command at a state is the best of 32 random
+candidates under a warm start that carries the past: a noisy, non-Markov function of the state. Primitives
+distilled from it by behavioural cloning fell after 1-2 s on the very walks the planner finished (docs/npmp.md,
+"The 24 walks from the 1.2 s planner"). Seed 000 distils experts that are smooth policies, and its LFPC (eqs
+8.5-8.9) clones their local linear feedback a*_t + J*_t (s - s*_t). This module gives the planner such a law.
+
+What. The planner runs once, noise-free, from the clip's first frame; its physics states x*_t and commands u*_t
+are the nominal. Each control step's map x_{t+1} = f(x_t, u_t) (``substeps`` physics steps with the command held)
+is linearised around the nominal by chaining MuJoCo's finite-difference ``mjd_transitionFD`` over the substeps
+(A_t = prod A_k, B_t = sum_k (prod_{j>k} A_j) B_k), in MuJoCo's tangent coordinates (2 nv + na: positions as
+``mj_differentiatePos`` differences, velocities, actuator activations). The discrete Riccati recursion (finite
+horizon, to the end of the nominal, terminal cost Q) gives gains K_t for the quadratic tracking cost
+sum_t dx_t' Q dx_t + du_t' R du_t, and the policy is
+
+    u_t = clip(u*_t + K_t (x_t - x*_t), -1, 1)        (the LQR law; K_t are iLQR's feedback gains at the nominal)
+
+Q (diagonal, ``LQRConfig``) weighs the root's height and orientation, the joint angles and all velocities; the
+root's horizontal position gets a tenth of the height's weight (the primitives read egocentric proprioception and
+cannot see it). The weights were chosen on 07_01-0 (docs/npmp.md): with them the law finished the walk under
+action noise of std 0.1 in 3 of 3 episodes and 0.2 in 2 of 3, where replaying the planner's commands without
+feedback fell after 43-75 steps at 0.1.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import mujoco
+import numpy as np
+
+from agents.config import ConfigError
+
+STATE_SPEC = mujoco.mjtState.mjSTATE_FULLPHYSICS
+
+
+@dataclasses.dataclass(frozen=True)
+class LQRConfig:
+    root_height_weight: float = 10.0        # per m^2 of root height error (horizontal position: a tenth)
+    root_orientation_weight: float = 10.0   # per rad^2 of root orientation error
+    joint_weight: float = 1.0               # per rad^2 of each joint angle's error
+    velocity_weight: float = 0.1            # per (m/s)^2 or (rad/s)^2 of every velocity's error
+    control_weight: float = 1.0             # R: per squared command unit of each actuator
+    fd_epsilon: float = 1e-6                # finite-difference step of mjd_transitionFD
+
+    def validate(self) -> None:
+        weights = dataclasses.asdict(self)
+        if min(weights.values()) < 0 or self.control_weight <= 0 or self.fd_epsilon <= 0:
+            raise ConfigError(f"LQR weights must be >= 0, control_weight and fd_epsilon > 0; got {weights}")
+
+
+def get_state(model, data) -> np.ndarray:
+    state = np.empty(mujoco.mj_stateSize(model, STATE_SPEC))
+    mujoco.mj_getState(model, data, state, STATE_SPEC)
+    return state
+
+
+def state_difference(model, reference: np.ndarray, state: np.ndarray) -> np.ndarray:
+    """state - reference in tangent coordinates [2 nv + na] (full-physics states, as ``get_state``)."""
+    nq, nv, na = model.nq, model.nv, model.na
+    dq = np.empty(nv)
+    mujoco.mj_differentiatePos(model, dq, 1.0, reference[1:1 + nq], state[1:1 + nq])
+    rest = slice(1 + nq, 1 + nq + nv + na)   # qvel, act
+    return np.concatenate([dq, state[rest] - reference[rest]])
+
+
+def linearise(model, states: np.ndarray, controls: np.ndarray, substeps: int, epsilon: float = 1e-6
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """(A [T, n, n], B [T, n, nu]) of the control-step maps at (states[t], controls[t]) for t < T = len(controls),
+    each ``substeps`` physics steps with the control held, n = 2 nv + na."""
+    n, nu = 2 * model.nv + model.na, model.nu
+    data = mujoco.MjData(model)
+    A_all, B_all = np.empty((len(controls), n, n)), np.empty((len(controls), n, nu))
+    A_k, B_k = np.empty((n, n)), np.empty((n, nu))
+    for t, control in enumerate(controls):
+        mujoco.mj_setState(model, data, states[t], STATE_SPEC)
+        data.ctrl[:] = control
+        A, B = np.eye(n), np.zeros((n, nu))
+        for _ in range(substeps):
+            mujoco.mjd_transitionFD(model, data, epsilon, True, A_k, B_k, None, None)
+            A, B = A_k @ A, A_k @ B + B_k
+            mujoco.mj_step(model, data)
+        A_all[t], B_all[t] = A, B
+    return A_all, B_all
+
+
+def riccati_gains(A: np.ndarray, B: np.ndarray, Q: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """K [T, nu, n] of finite-horizon discrete LQR (terminal cost Q): u_t = K_t x_t minimises
+    sum_t x_t' Q x_t + u_t' R u_t for x_{t+1} = A_t x_t + B_t u_t."""
+    P, gains = Q.copy(), np.empty((len(A), B.shape[2], A.shape[1]))
+    for t in reversed(range(len(A))):
+        BtP = B[t].T @ P
+        gains[t] = -np.linalg.solve(R + BtP @ B[t], BtP @ A[t])
+        P = Q + A[t].T @ P @ (A[t] + B[t] @ gains[t])
+        P = 0.5 * (P + P.T)   # keep it symmetric against round-off
+    return gains
+
+
+def cost_matrices(model, config: LQRConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Diagonal Q [n, n] and R [nu, nu]. A free first joint is the walker's root (its first 6 tangent coordinates:
+    position, orientation); every other position coordinate is a joint angle."""
+    nv = model.nv
+    q = np.zeros(2 * nv + model.na)
+    q[:nv] = config.joint_weight
+    if model.njnt and model.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE:
+        q[0:2] = 0.1 * config.root_height_weight
+        q[2] = config.root_height_weight
+        q[3:6] = config.root_orientation_weight
+    q[nv:2 * nv] = config.velocity_weight
+    return np.diag(q), config.control_weight * np.eye(model.nu)
+
+
+class LinearFeedbackTracker:
+    """The LQR law around one nominal run (module docstring). ``command(t, state)`` for t past the nominal's end
+    keeps its last command and gains."""
+
+    def __init__(self, model, states: np.ndarray, commands: np.ndarray, substeps: int,
+                 config: LQRConfig = LQRConfig()):
+        config.validate()
+        if len(states) != len(commands) + 1 or not len(commands):
+            raise ValueError(f"a nominal needs one more state than commands, got {len(states)} and {len(commands)}")
+        if not np.isfinite(states).all():
+            raise ConfigError("the nominal run's states are not finite (the physics diverged)")
+        self.model, self.config = model, config
+        self.states, self.commands = np.asarray(states, np.float64), np.asarray(commands, np.float64)
+        A, B = linearise(model, self.states, self.commands, substeps, config.fd_epsilon)
+        self.gains = riccati_gains(A, B, *cost_matrices(model, config))
+
+    def command(self, t: int, state: np.ndarray) -> np.ndarray:
+        t = min(t, len(self.commands) - 1)
+        feedback = self.gains[t] @ state_difference(self.model, self.states[t], state)
+        return np.clip(self.commands[t] + feedback, -1.0, 1.0)
+
+
+def planned_nominal(env, planner) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(states [T+1], commands [T], terminated): ``planner`` (agents/mpc.py ``TrackingPlanner`` bound to ``env``)
+    driving one noise-free episode of ``env`` from its reset."""
+    env.reset(seed=0)
+    planner.reset()
+    model, data = env.physics.model.ptr, env.physics.data.ptr
+    states, commands = [get_state(model, data)], []
+    terminated = truncated = False
+    while not (terminated or truncated):
+        commands.append(planner.act())
+        _, _, terminated, truncated, _ = env.step(commands[-1])
+        states.append(get_state(model, env.physics.data.ptr))
+    return np.asarray(states), np.asarray(commands), bool(terminated)

@@ -1,0 +1,109 @@
+"""Time-varying LQR around a nominal run (agents/lqr.py): Riccati gains against the algebraic Riccati equation, the
+chained finite-difference linearisation against the simulator, and feedback that holds an inverted pendulum up."""
+import mujoco
+import numpy as np
+import pytest
+from scipy.linalg import solve_discrete_are
+
+from agents.config import ConfigError
+from agents.lqr import (LinearFeedbackTracker, LQRConfig, get_state, linearise, riccati_gains, state_difference,
+                        STATE_SPEC)
+
+# a pole on a hinge (upright is unstable) driven by a motor with a first-order filter (one activation), and a free
+# body falling beside it, so the state has a quaternion, velocities and an actuator activation
+PENDULUM = """
+<mujoco>
+  <option timestep="0.005"/>
+  <worldbody>
+    <body name="pole" pos="0 0 0">
+      <joint name="hinge" type="hinge" axis="0 1 0" damping="0.05"/>
+      <geom type="capsule" fromto="0 0 0 0 0 1" size="0.04" mass="1"/>
+    </body>
+    <body name="box" pos="2 0 1"><freejoint/><geom type="box" size="0.1 0.1 0.1" mass="0.5"/></body>
+  </worldbody>
+  <actuator><general joint="hinge" dyntype="filter" dynprm="0.02" gainprm="20" ctrlrange="-1 1" ctrllimited="true"/></actuator>
+</mujoco>
+"""
+
+
+@pytest.fixture(scope="module")
+def model():
+    return mujoco.MjModel.from_xml_string(PENDULUM)
+
+
+def test_long_horizon_gains_match_the_algebraic_riccati_solution():
+    rng = np.random.default_rng(0)
+    A = np.array([[1.0, 0.1], [0.3, 1.05]])   # unstable
+    B = np.array([[0.0], [0.1]])
+    Q, R = np.diag([2.0, 0.5]), np.array([[0.3]])
+    gains = riccati_gains(np.repeat(A[None], 300, 0), np.repeat(B[None], 300, 0), Q, R)
+    P = solve_discrete_are(A, B, Q, R)
+    expected = -np.linalg.solve(R + B.T @ P @ B, B.T @ P @ A)
+    assert np.allclose(gains[0], expected, atol=1e-8)
+    assert not np.allclose(gains[-1], expected, atol=1e-3)   # near the horizon's end the gains are not stationary
+    x = rng.standard_normal(2)
+    for t in range(250):   # the closed loop under the time-varying gains settles
+        x = (A + B @ gains[t]) @ x
+    assert np.abs(x).max() < 1e-6
+
+
+def test_linearisation_predicts_a_control_step_of_the_simulator(model):
+    data = mujoco.MjData(model)
+    data.qpos[0] = 0.3
+    data.qvel[0] = -0.2
+    mujoco.mj_forward(model, data)
+    state, control, substeps = get_state(model, data), np.array([0.4]), 6
+    A, B = linearise(model, state[None], control[None], substeps)
+
+    def step(start, u):
+        mujoco.mj_setState(model, data, start, STATE_SPEC)
+        data.ctrl[:] = u
+        for _ in range(substeps):
+            mujoco.mj_step(model, data)
+        return get_state(model, data)
+
+    after = step(state, control)
+    rng = np.random.default_rng(1)
+    n = 2 * model.nv + model.na
+    for _ in range(3):
+        dx, du = 1e-4 * rng.standard_normal(n), 1e-3 * rng.standard_normal(1)
+        perturbed = state.copy()
+        qpos = perturbed[1:1 + model.nq]
+        mujoco.mj_integratePos(model, qpos, dx[:model.nv], 1.0)
+        perturbed[1 + model.nq:1 + model.nq + model.nv + model.na] += dx[model.nv:]
+        assert np.allclose(state_difference(model, state, perturbed), dx, atol=1e-9)
+        predicted = A[0] @ dx + B[0] @ du
+        actual = state_difference(model, after, step(perturbed, control + du))
+        assert np.allclose(actual, predicted, atol=1e-3 * np.abs(predicted).max())
+
+
+def test_feedback_holds_the_pole_up_where_the_nominal_commands_let_it_fall(model):
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    substeps, steps = 6, 150
+    # the nominal: the pole balanced upright with zero command (the box falls; nothing acts on it)
+    states, commands = [get_state(model, data)], np.zeros((steps, 1))
+    for _ in range(steps):
+        for _ in range(substeps):
+            mujoco.mj_step(model, data)
+        states.append(get_state(model, data))
+    tracker = LinearFeedbackTracker(model, np.array(states), commands, substeps, LQRConfig(control_weight=0.1))
+    assert tracker.gains.shape == (steps, 1, 2 * model.nv + model.na)
+
+    def final_angle(feedback: bool) -> float:
+        mujoco.mj_setState(model, data, states[0], STATE_SPEC)
+        data.qpos[0] = 0.05   # a small push
+        for t in range(steps):
+            state = get_state(model, data)
+            data.ctrl[:] = tracker.command(t, state) if feedback else commands[t]
+            for _ in range(substeps):
+                mujoco.mj_step(model, data)
+        return abs(float(data.qpos[0]))
+
+    assert final_angle(feedback=False) > 1.0
+    assert final_angle(feedback=True) < 0.02
+    np.testing.assert_allclose(tracker.command(10, states[10]), commands[10])   # on the nominal: its command
+    with pytest.raises(ConfigError, match="not finite"):
+        LinearFeedbackTracker(model, np.full((3, len(states[0])), np.nan), commands[:2], substeps)
+    with pytest.raises(ConfigError, match="weights"):
+        LQRConfig(control_weight=0.0).validate()
