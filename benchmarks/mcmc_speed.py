@@ -15,7 +15,7 @@ separately (``first_step_seconds_incl_compile``). At 1 000 chains (and on CUDA) 
 step size (max tree depth 10), compiled (``nuts.build(compile=True)``), against NumPyro's NUTS; its
 gradient evaluations per second count the chains' own leapfrog steps (as Stan counts them), not the work done
 (``evaluated_grad_evals_per_draw``: per chain, with the lock-step steps inside subtrees and the padding). Peers:
-* NumPyro (JAX on CPU, one thread via XLA flags): its functional HMC kernel with ``potential_fn``, vmapped over
+* NumPyro (JAX on CPU, one thread via XLA flags; with ``--device cuda`` JAX on the same GPU): its functional HMC kernel with ``potential_fn``, vmapped over
   chains and scanned over draws under one ``jax.jit``; compiled by a first call, the second call is timed.
 * Pyro (two targets): HMC with ``potential_fn``, one chain (Pyro's HMC kernel does not vectorise chains, so its ESS/s
   with N chains run one after another equals its one-chain ESS/s).
@@ -257,6 +257,8 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--targets", nargs="*", choices=TARGETS + SPOT_CHECKS, default=list(TARGETS),
                     help=f"default: the five benchmark targets; spot checks: {', '.join(SPOT_CHECKS)}")
+    ap.add_argument("--samplers", nargs="+", choices=("hmc", "nuts"), default=["hmc", "nuts"],
+                    help="which samplers to time (NUTS compiles for minutes on a GPU)")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "mcmc_speed.json"))
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -275,10 +277,13 @@ def main():
         if earlier.get("device") == args.device:
             out["results"], out["summary"] = earlier.get("results", {}), earlier.get("summary", {})
             out["command"] = earlier.get("command", "") + " ; " + out["command"]
+    if args.device == "cuda":       # NumPyro on the same GPU (JAX has not been imported yet)
+        os.environ["JAX_PLATFORMS"] = "cuda"
     try:
         import jax
         import numpyro
         out["numpyro"], out["jax"] = numpyro.__version__, jax.__version__
+        out["jax_backend"] = jax.default_backend()
         have_numpyro = True
     except ImportError:
         have_numpyro = False
@@ -310,14 +315,14 @@ def main():
                     extra["first_step_seconds_incl_compile"] = round(first, 2)
                 res[f"ours_{method}_{c}"] = row(sec, x, c, cfg, d, extra)
                 print(name, method, res[f"ours_{method}_{c}"], flush=True)
-            if have_numpyro and args.device == "cpu":
+            if have_numpyro:
                 sec, first, x, _ = numpyro_run(t, x_all[:c], cfg, d)
                 res[f"numpyro_hmc_{c}"] = row(sec, x, c, cfg, d, {"first_call_seconds_incl_compile": round(first, 2)})
                 print(name, "numpyro", res[f"numpyro_hmc_{c}"], flush=True)
                 for method in ("hmc", "hmc_compiled"):
                     res[f"ratio_ess_per_s_{method}_vs_numpyro_{c}"] = round(
                         res[f"ours_{method}_{c}"]["ess_per_s"] / max(res[f"numpyro_hmc_{c}"]["ess_per_s"], 1e-9), 3)
-            if c >= 1000:
+            if c >= 1000 and "nuts" in args.samplers:
                 # compiled only: eager NUTS against NumPyro's is in benchmarks/nuts_validation.py (100 chains)
                 sec, x, info, first = ours_nuts(t, x0, cfg, NUTS_DRAWS, args.device)
                 extra = {"mean_tree_depth": round(info["tree_depth"].double().mean().item(), 2),
@@ -327,15 +332,18 @@ def main():
                          "first_steps": NUTS_WARMUP}
                 res[f"ours_nuts_compiled_{c}"] = row(sec, x, c, cfg, NUTS_DRAWS, extra, extra["mean_leapfrog_steps"])
                 print(name, "nuts_compiled", res[f"ours_nuts_compiled_{c}"], flush=True)
-            if have_numpyro and args.device == "cpu" and c >= 1000:
+            if have_numpyro and c >= 1000 and "nuts" in args.samplers:
                 sec, first, x, steps = numpyro_run(t, x_all[:c], cfg, NUTS_DRAWS, algo="NUTS")
                 res[f"numpyro_nuts_{c}"] = row(sec, x, c, cfg, NUTS_DRAWS,
                                                {"first_call_seconds_incl_compile": round(first, 2),
                                                 "mean_leapfrog_steps": round(steps, 1)}, steps)
                 print(name, "numpyro nuts", res[f"numpyro_nuts_{c}"], flush=True)
+            if have_numpyro and c >= 1000:
                 entry = out["summary"].setdefault(name, {}).setdefault(str(c), {})
                 for method, label in (("hmc", "HMC, fixed step size and leapfrog count"),
                                       ("nuts", f"multinomial NUTS, fixed step size, max tree depth {NUTS_MAX_DEPTH}")):
+                    if method not in args.samplers:
+                        continue
                     ours_row, peer = res[f"ours_{method}_compiled_{c}"], res[f"numpyro_{method}_{c}"]
                     entry[method] = {
                         "algorithm": label,
@@ -348,7 +356,6 @@ def main():
         out["results"][name] = res
         write_json(args.out, out)                 # after every target, so an interrupted run keeps what it measured
     print("wrote", args.out)
-
 
 
 if __name__ == "__main__":

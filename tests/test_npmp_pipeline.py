@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipelines.npmp.data import NPMPDataset
+from pipelines.npmp.data import NPMPDataset, read_results
 from priors.npmp import load_primitives
 from pipelines.npmp.__main__ import main as npmp_main
 from tests.conftest import ROOT
@@ -149,6 +149,22 @@ def test_lqr_experts_label_with_the_feedback_law_around_the_planners_run(tmp_pat
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(relabelled),
                       "--trajectories", "1", "--processes", "1"]) == 0
     assert NPMPDataset(relabelled).meta["lqr"] == dataset.meta["lqr"]
+    # collections of other snippets made elsewhere (another seed) merge into one; the same snippet twice, or
+    # data collected with other settings, is one clear error
+    other, merged = tmp_path / "other.h5", tmp_path / "merged.h5"
+    assert npmp_main(["collect", "--experts", "mpc", "--expert-policy", "lqr", "--lqr-set", "control_weight=2",
+                      "--snippets", "16_35-0", "--held-out", HELD_OUT, "--data", str(other), "--processes", "1",
+                      "--trajectories", "2", "--perturbation-trajectories", "1", "--seed", "7", *planner]) == 0
+    assert npmp_main(["merge", str(data), str(other), "--out", str(merged)]) == 0
+    both = NPMPDataset(merged)
+    assert [r["snippet"] for r in read_results(merged)[0]] == [TRAIN, "16_35-0"]
+    assert [m["seed"] for m in both.meta["merged_from"]] == [0, 7] and both.meta["lqr"] == dataset.meta["lqr"]
+    assert len(both.bc.lengths) == len(dataset.bc.lengths) + len(NPMPDataset(other).bc.lengths)
+    capsys.readouterr()
+    assert npmp_main(["merge", str(data), str(data), "--out", str(tmp_path / "twice.h5")]) == 2
+    assert f"{TRAIN} is in both" in capsys.readouterr().err
+    assert npmp_main(["merge", str(other), str(relabelled), "--out", str(tmp_path / "mixed.h5")]) == 2
+    assert "differ in relabelled" in capsys.readouterr().err and not (tmp_path / "mixed.h5").exists()
     capsys.readouterr()
     assert npmp_main(["collect", "--expert-policy", "lqr", "--snippets", TRAIN, "--data", str(tmp_path / "x.h5")]) == 2
     assert "needs --experts mpc" in capsys.readouterr().err

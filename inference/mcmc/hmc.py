@@ -20,6 +20,7 @@ from typing import Callable, NamedTuple, Optional
 
 import torch
 from torch import Tensor
+from torch.utils import _pytree as pytree
 
 from .kinetic import GaussianKinetic, RelativisticKinetic
 
@@ -253,17 +254,29 @@ _CPU_VARIANTS = ({}, {"cpp.simdlen": 0})
 
 
 def fastest_compiled(transition: Callable, trials: int = 3, dynamic: bool = False) -> Callable:
-    """``torch.compile(transition)`` (full graph; static shapes unless ``dynamic``), autotuned on CPU: for each new
-    input shape the first call compiles every variant of ``_CPU_VARIANTS`` (``dynamic``: once, for any batch size),
-    times ``trials`` calls of each on that call's inputs (the transition is a pure function) and keeps the fastest.
-    On CUDA there is one variant."""
+    """``torch.compile(transition)`` (full graph; static shapes unless ``dynamic``), autotuned: for each new input
+    layout the first call compiles every code variant for its device, times ``trials`` calls of each on that call's
+    inputs (the transition is a pure function) and keeps the fastest. CPU: the variants of ``_CPU_VARIANTS``. CUDA
+    with static shapes: inductor's kernels launched one by one, and the same kernels captured as a CUDA graph
+    (``mode="reduce-overhead"``: one replay per call, no per-kernel launch cost; its outputs are copied out of the
+    graph's memory, which the next replay overwrites). CUDA with ``dynamic``: the first only (a graph per batch
+    size would be recorded again for every size)."""
     # every build shares the code of its ``transition``, and each new density, kinetic, chain count or code
     # variant adds a compiled version of it; past torch's default limit of 8 it would fail (fullgraph)
     config = torch._dynamo.config
     for name, least in (("recompile_limit", 256), ("accumulated_recompile_limit", 1024)):
         if hasattr(config, name):
             setattr(config, name, max(getattr(config, name), least))
-    variants = [torch.compile(transition, fullgraph=True, dynamic=dynamic, options=dict(o)) for o in _CPU_VARIANTS]
+    cpu_variants = [torch.compile(transition, fullgraph=True, dynamic=dynamic, options=dict(o))
+                    for o in _CPU_VARIANTS]
+    cuda_variants = [cpu_variants[0]]
+    if not dynamic:
+        graphed = torch.compile(transition, fullgraph=True, mode="reduce-overhead")
+
+        def replayed(*args):
+            return pytree.tree_map(
+                lambda t: t.clone() if isinstance(t, Tensor) else t, graphed(*args))
+        cuda_variants.append(replayed)
     chosen: dict = {}
 
     def call(*args):
@@ -271,26 +284,38 @@ def fastest_compiled(transition: Callable, trials: int = 3, dynamic: bool = Fals
         key = tuple(((a.ndim if dynamic else a.shape), a.dtype, a.device) for a in args)
         if key in chosen:
             return chosen[key](*args)
-        candidates = variants if args[0].device.type == "cpu" else variants[:1]
+        device = args[0].device
+        candidates = cpu_variants if device.type == "cpu" else cuda_variants
         result, best = None, None
         for variant in candidates:
             try:
                 out = variant(*args)                                # compiles
-            except torch._dynamo.exc.TorchDynamoException as e:
+                if device.type != "cpu":
+                    variant(*args)                                  # a CUDA graph is recorded on a later call
+            except (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError) as e:   # the density's code
+                # (a compiler failure, e.g. a dead compile worker, is not the density's fault and goes up as it is)
                 first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 raise ValueError(f"the log density cannot be compiled into one graph ({first_line}); build with "
                                  "compile=False, or write it with torch operations only (no NumPy, no Python "
                                  "branches on tensor values)") from None
             result = out if result is None else result
+            _synchronize(device)
             start = time.perf_counter()
             for _ in range(trials):
                 variant(*args)
+            _synchronize(device)
             seconds = time.perf_counter() - start
             if best is None or seconds < best[0]:
                 best = (seconds, variant)
         chosen[key] = best[1]
         return result
     return call
+
+
+def _synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (timing asynchronous CUDA calls needs it)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def check_step_size(step_size) -> None:

@@ -5,6 +5,7 @@
     python -m pipelines.npmp collect                               # noisy rollouts + LFPC data -> runs/npmp/data.h5
     python -m pipelines.npmp distill --out data/primitives/npmp    # BC (or --scheme lfpc), beta 0.1
     python -m pipelines.npmp relabel --data D --out D2             # DAgger: primitives drive, the planner labels
+    python -m pipelines.npmp merge A.h5 B.h5 --out D.h5            # collections of other snippets made elsewhere
     python -m pipelines.npmp evaluate --primitives data/primitives/npmp --out runs/npmp/report.json
     python -m pipelines.npmp all --steps 12000                     # the four stages above, resumable
 
@@ -109,6 +110,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     r.add_argument("--action-noise", type=float, default=0.1, help="std of the noise on the primitives' actions")
     r.add_argument("--processes", type=int, default=None,
                    help="relabel on this many local processes instead of Ray (a machine without Ray)")
+    m = sub.add_parser("merge", help="one data file from collections of different snippets made with the same "
+                                     "settings (e.g. on different machines)")
+    m.add_argument("inputs", nargs="+", type=Path, help="data files written by collect or relabel")
+    m.add_argument("--out", type=Path, required=True, help="the merged data file (the inputs are left as they are)")
     e = sub.add_parser("evaluate", help="one-shot imitation and latent optimisation on training and held-out clips")
     _common(e)
     e.add_argument("--primitives", type=Path, default=ROOT / "data" / "primitives" / "npmp")
@@ -365,6 +370,10 @@ def main(argv=None) -> int:
             relabel(args)
         elif args.command == "distill":
             distill(args)
+        elif args.command == "merge":
+            from pipelines.npmp.data import merge_datasets
+
+            print(f"merged {len(args.inputs)} files into {merge_datasets(args.inputs, args.out)}")
         elif args.command == "evaluate":
             evaluate(args)
         elif args.command == "all":

@@ -614,6 +614,27 @@ def merge_parts(paths: list[Path | str], out_path: Path | str, meta: dict) -> Pa
     return write_dataset(out_path, [r for p in paths for r in read_results(p)[0]], meta=meta)
 
 
+def merge_datasets(paths: list[Path | str], out_path: Path | str) -> Path:
+    """One dataset from data files collected with the same settings (snippets split between machines or runs);
+    only the seeds may differ. Each snippet may appear once; Delta is re-estimated over all of them."""
+    loaded = [read_results(path) for path in paths]
+    settings = [{k: v for k, v in meta.items() if k not in ("seed", "merged_from")} for _, meta in loaded]
+    for path, other in zip(paths[1:], settings[1:]):
+        if other != settings[0]:
+            differ = sorted(k for k in {*other, *settings[0]} if other.get(k) != settings[0].get(k))
+            raise ConfigError(f"{path} was collected with other settings than {paths[0]} (they differ in "
+                              f"{', '.join(differ)}); merge only collections made with the same settings")
+    seen: dict[str, Path | str] = {}
+    for path, (results, _) in zip(paths, loaded):
+        for snippet in (r["snippet"] for r in results):
+            if snippet in seen:
+                raise ConfigError(f"{snippet} is in both {seen[snippet]} and {path}; merge each snippet once")
+            seen[snippet] = path
+    metas = [meta for _, meta in loaded]
+    meta = {**metas[0], "merged_from": [{"path": str(p), "seed": m.get("seed")} for p, m in zip(paths, metas)]}
+    return write_dataset(out_path, [r for results, _ in loaded for r in results], meta=meta)
+
+
 def collect(expert_dirs: list[Path | str], out_path: Path | str, trajectories_per_expert: int = 100,
             action_noise_std: float = 0.1, perturbation_trajectories: int = 5, seed: int = 0) -> Path:
     """Collect every expert in turn (expert i with seed ``seed + i``), estimate Delta, write ``out_path``."""
