@@ -149,6 +149,14 @@ def test_lqr_experts_label_with_the_feedback_law_around_the_planners_run(tmp_pat
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(relabelled),
                       "--trajectories", "1", "--processes", "1"]) == 0
     assert NPMPDataset(relabelled).meta["lqr"] == dataset.meta["lqr"]
+    # a DAgger round continues from the primitives: their normalisation kept, their own training recorded
+    continued = tmp_path / "continued"
+    assert npmp_main(["distill", "--data", str(relabelled), "--init", str(primitives), "--distill-steps", "2",
+                      "--batch", "4", "--out", str(continued)]) == 0
+    (first, first_meta), (second, second_meta) = load_primitives(primitives), load_primitives(continued)
+    assert torch.equal(first.state_shift, second.state_shift) and second.config == first.config
+    assert second_meta["continued_from"]["distill"] == first_meta["distill"] and second_meta["distill"]["steps"] == 2
+    assert second_meta["continued_from"]["data"] == first_meta["data"] and second_meta["data"].endswith("dagger.h5")
     # collections of other snippets made elsewhere (another seed) merge into one; the same snippet twice, or
     # data collected with other settings, is one clear error
     other, merged = tmp_path / "other.h5", tmp_path / "merged.h5"

@@ -258,11 +258,15 @@ def distill(args) -> Path:
     if args.lookahead is None:
         args.lookahead = "reference" if read_meta(args.data).get("experts") == "mpc" else "trajectory"
     dataset = NPMPDataset(args.data, snippets=args.snippets, lookahead_source=args.lookahead)
-    initial = None
+    initial, provenance = None, {}
     if args.init is not None:
         from priors.npmp import load_primitives
 
-        initial, _ = load_primitives(args.init)
+        initial, init_meta = load_primitives(args.init)
+        # the meta's own "distill" is this run's; what the primitives went through before is kept beside it
+        provenance = {"continued_from": {"path": _repo_relative(args.init), "data": init_meta.get("data"),
+                                         "distill": init_meta.get("distill"),
+                                         "continued_from": init_meta.get("continued_from")}}
         initial.requires_grad_(True)
         model_config = initial.config
         if model_config.lookahead_source != args.lookahead or model_config.state_dim != dataset.state_dim:
@@ -278,7 +282,8 @@ def distill(args) -> Path:
     # one distillation per primitives directory; the lock lies beside it, since saving replaces the directory
     with RunLock(args.out, lock_file=args.out.with_name(f".{args.out.name}.lock")):
         run(dataset, args.out, model_config, config, {"proprio": dataset.state_dim}, device=args.device,
-            meta={"held_out": list(args.held_out), "data": _repo_relative(args.data), "collection": dataset.meta},
+            meta={"held_out": list(args.held_out), "data": _repo_relative(args.data), "collection": dataset.meta,
+                  **provenance},
             logdir=args.logdir or _shipped_logdir(Path(args.out)), initial=initial)
     print(f"primitives written to {args.out}")
     return args.out
