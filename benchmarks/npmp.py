@@ -50,7 +50,7 @@ WINDOW = 10
 THRESHOLD = 10.0  # steps spent within 1 m of the target in one episode
 # Budget-driven svg0 settings shared by every condition (the thesis gives no HL-policy setup).
 COMMON = {"hidden": "128,128", "update_every": "4", "learning_starts": "1000"}
-TAGS = ("train/fell", "latent/abs_mean", "latent/std", "task/targets_reached")
+TAGS = ("train/fell", "latent/abs_mean", "latent/std", "task/targets_reached", "train/episode_length")
 
 
 def conditions(weak_primitives: Path) -> dict[str, tuple[str, dict]]:
@@ -90,9 +90,11 @@ def summarise(runs: dict, names: list[str], seeds: list[int], steps: int, workdi
         records = [runs[f"{name}|seed={s}|steps={steps}"] for s in done]
         if not records:
             continue
-        # episode length = time before a fall (or the 25 s limit): read back from each run's events
-        lengths = [[v for _, v in read_series(logdir_of(workdir, name, s, steps), "train/episode_length")]
-                   for s in done]
+        # episode length = time before a fall (or the 25 s limit): kept with the run, or read back from its events
+        # (runs recorded before it was kept); None where neither is left
+        lengths = [[v for _, v in r["series"]["train/episode_length"]] if "train/episode_length" in r["series"] else
+                   [v for _, v in read_series(logdir, "train/episode_length")] if logdir.is_dir() else []
+                   for r, logdir in ((r, logdir_of(workdir, name, s, steps)) for r, s in zip(records, done))]
         reached = [steps_to_threshold(r["curve"], THRESHOLD, WINDOW) for r in records]
         final = [float(np.mean([v for _, v in r["curve"][-WINDOW:]])) if r["curve"] else float("nan")
                  for r in records]
