@@ -83,6 +83,14 @@ def logdir_of(workdir: Path, name: str, seed: int, steps: int) -> Path:
     return workdir / f"{name}-seed{seed}-steps{steps}"
 
 
+def episode_lengths(record: dict, logdir: Path) -> list[float]:
+    """Steps before a fall (or the 25 s limit) per episode: kept with the run, or read back from its events for runs
+    recorded before they were kept; empty (reported as None) where neither is left."""
+    if "train/episode_length" in record["series"]:
+        return [v for _, v in record["series"]["train/episode_length"]]
+    return [v for _, v in read_series(logdir, "train/episode_length")] if logdir.is_dir() else []
+
+
 def summarise(runs: dict, names: list[str], seeds: list[int], steps: int, workdir: Path) -> dict:
     out = {}
     for name in names:
@@ -90,11 +98,7 @@ def summarise(runs: dict, names: list[str], seeds: list[int], steps: int, workdi
         records = [runs[f"{name}|seed={s}|steps={steps}"] for s in done]
         if not records:
             continue
-        # episode length = time before a fall (or the 25 s limit): kept with the run, or read back from its events
-        # (runs recorded before it was kept); None where neither is left
-        lengths = [[v for _, v in r["series"]["train/episode_length"]] if "train/episode_length" in r["series"] else
-                   [v for _, v in read_series(logdir, "train/episode_length")] if logdir.is_dir() else []
-                   for r, logdir in ((r, logdir_of(workdir, name, s, steps)) for r, s in zip(records, done))]
+        lengths = [episode_lengths(r, logdir_of(workdir, name, s, steps)) for r, s in zip(records, done)]
         reached = [steps_to_threshold(r["curve"], THRESHOLD, WINDOW) for r in records]
         final = [float(np.mean([v for _, v in r["curve"][-WINDOW:]])) if r["curve"] else float("nan")
                  for r in records]

@@ -282,7 +282,7 @@ class FeedbackExpert(PlannerExpert):
         return env
 
     def begin_episode(self) -> None:
-        pass
+        pass   # the law reads the state and the clip time only: no planner warm start to reset
 
     def mean_command(self, flat_obs: np.ndarray, reference_action: np.ndarray | None = None) -> np.ndarray:
         from agents.lqr import get_state
