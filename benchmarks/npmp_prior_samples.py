@@ -2,7 +2,8 @@
 ... are less likely to fall at the start").
 
 On ``humanoid`` (the reuse task of ``make run``), the decoder acts on latents that no policy chose, from the
-task's own start (standing, random position and heading): ``prior`` draws z_t from the AR(1) prior the primitives were
+task's own start (a frame of the shipped CMU snippets at a random position and heading; ``--start stand``: the
+upright default pose at rest, the task's start until 2026-11-25): ``prior`` draws z_t from the AR(1) prior the primitives were
 trained with (z_t = alpha z_{t-1} + sqrt(1 - alpha^2) eps, the marginal N(0, I)), ``zero`` holds z_t = 0 (the
 prior's mean). Next to them, the body without primitives: ``hold-pose`` commands every servo to its start angle.
 Reported per condition: steps before the fall (the episode ends when the head drops below 0.95 m; 833 steps is the
@@ -11,6 +12,7 @@ actions are small and noisy), so they bound what reuse begins from.
 
     python benchmarks/npmp_prior_samples.py                       # shipped beta = 0.1 and beta = 0.001, 8 episodes
     python benchmarks/npmp_prior_samples.py --primitives runs/x/primitives --episodes 20 --results /tmp/p.json
+    python benchmarks/npmp_prior_samples.py --start stand --results benchmarks/results/npmp_prior_samples_stand.json
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import envs  # noqa: E402
+from envs.locomotion import STARTS  # noqa: E402
 from benchmarks.runs import fail, write_json  # noqa: E402
 from envs.mocap.tracking import servo_command  # noqa: E402
 from priors.models import ar1_chain  # noqa: E402
@@ -52,10 +55,10 @@ def episode(env, act, seed: int) -> dict:
     return {"steps": steps, "fell": fell, "distance": float(np.linalg.norm(task.root_position(physics)[:2] - start))}
 
 
-def latent_episodes(primitives: Path, latents: str, episodes: int) -> list[dict]:
+def latent_episodes(primitives: Path, latents: str, episodes: int, start: str) -> list[dict]:
     model, meta = load_primitives(primitives)
     c = model.config
-    env = LatentActionEnv(envs.make(ENV, seed=0), model.decode, c.latent_dim, meta["obs_groups"], scale=1.0,
+    env = LatentActionEnv(envs.make(ENV, seed=0, start=start), model.decode, c.latent_dim, meta["obs_groups"], scale=1.0,
                           mean_to_action="clip", action_dim=c.action_dim)
     task = env.unwrapped.task
     limit = int(np.ceil(task.objective.time_limit / task.control_timestep))   # steps in the longest episode
@@ -71,8 +74,8 @@ def latent_episodes(primitives: Path, latents: str, episodes: int) -> list[dict]
     return out
 
 
-def hold_pose_episodes(episodes: int) -> list[dict]:
-    env = envs.make(ENV, seed=0)
+def hold_pose_episodes(episodes: int, start: str) -> list[dict]:
+    env = envs.make(ENV, seed=0, start=start)
     out = []
     for seed in range(episodes):
         env.reset(seed=seed)
@@ -98,22 +101,26 @@ def main(argv: list[str] | None = None) -> int:
                    default=[DEFAULT_PRIMITIVES, DEFAULT_PRIMITIVES.parent / "npmp-beta0.001"])
     p.add_argument("--episodes", type=int, default=8)
     p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_prior_samples.json")
+    p.add_argument("--start", choices=STARTS, default="mocap",
+                   help="how episodes start (envs/locomotion.py; the humanoid task's own: mocap)")
     args = p.parse_args(argv)
     if args.episodes < 1:
         p.error("--episodes must be at least 1")
     torch.set_num_threads(1)
     results = {"command": "python " + " ".join([f"benchmarks/{Path(__file__).name}", *(argv or sys.argv[1:])]),
-               "date": datetime.date.today().isoformat(), "env": ENV, "conditions": {}}
+               "date": datetime.date.today().isoformat(), "env": ENV, "start": args.start,
+               "conditions": {}}
     try:
         for primitives in args.primitives:
             _, meta = load_primitives(primitives)
             for latents in LATENTS:
                 key = f"{primitives.name} (beta {meta['config']['beta']}), z: {latents}"
-                results["conditions"][key] = summarise(latent_episodes(primitives, latents, args.episodes))
+                results["conditions"][key] = summarise(latent_episodes(primitives, latents, args.episodes,
+                                                                                  args.start))
                 print(key, {k: v for k, v in results["conditions"][key].items() if k != "runs"}, flush=True)
     except ModuleFileError as e:
         fail(f"primitives: {e}")
-    results["conditions"]["hold-pose (no primitives)"] = summarise(hold_pose_episodes(args.episodes))
+    results["conditions"]["hold-pose (no primitives)"] = summarise(hold_pose_episodes(args.episodes, args.start))
     print("hold-pose", {k: v for k, v in results["conditions"]["hold-pose (no primitives)"].items() if k != "runs"})
     write_json(args.results, results)
     return 0

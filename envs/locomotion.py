@@ -39,10 +39,16 @@ Names are ``<walker>-<task>``:
   unless ``fall_termination=True`` is passed. Where falls terminate, ``info["fell"]`` is present on every step and
   True on the step whose fall ended the episode (so a trainer can count falls).
 - Aliases (seed 000 §8.4 reuse tasks, for ``--agent npmp``): ``humanoid`` = ``cmu_humanoid-moving-target`` with
-  ``fall_termination=True`` (Fig 8.6a: go-to-target where the target moves to a random spot, here at least 2 m
+  ``fall_termination=True`` and ``start="mocap"`` (Fig 8.6a: go-to-target where the target moves to a random spot, here at least 2 m
   from the walker anywhere in the 8 m square, after the walker has been on it for 10 steps; a fallen humanoid
   cannot get up, so the episode ends, and the falls are counted), ``humanoid-speed`` = ``cmu_humanoid-target-speed``.
-- The walker starts at a uniformly random position and heading (the thesis: "randomly initialised"). Targets are
+- The walker starts at a uniformly random position and heading (the thesis: "randomly initialised"), by default in
+  its upright default pose at rest (``start="stand"``). ``start="mocap"`` (cmu_humanoid only; the ``humanoid`` alias
+  uses it) instead puts it on a uniformly drawn frame of the shipped CMU snippets (data/mocap/cmu_snippets.h5: walks
+  and runs) with that frame's joint angles and velocities, root height, tilt and velocity (turned with the heading),
+  and servos that hold the pose -- what dm_control's ``CMUMocapInitializer`` does with one clip. The thesis does not
+  say how its reuse episodes start; the frozen primitives were distilled only from such states, never from the
+  default pose at rest, which none of the clips contains. Targets are
   drawn at least 2 m from the walker (and 2 m from each other) so that no episode starts on its goal and the
   targets stay distinguishable; a respawned moving target is at least 2 m from the walker.
 
@@ -68,7 +74,7 @@ WALKERS = ("jumping_ball", "ant", "cmu_humanoid")
 TASKS = ("walk", "go-to-target", "moving-target")  # the Ch 7 tasks (``multitask`` draws among these)
 EXTRA_TASKS = ("target-speed",)                    # seed 000 §8.4 reuse task
 # name -> (locomotion name, options): one implementation under a short name
-ALIASES = {"humanoid": ("cmu_humanoid-moving-target", {"fall_termination": True}),
+ALIASES = {"humanoid": ("cmu_humanoid-moving-target", {"fall_termination": True, "start": "mocap"}),
            "humanoid-speed": ("cmu_humanoid-target-speed", {})}
 _CONTROL_TIMESTEP = {"jumping_ball": 0.025, "ant": 0.05, "cmu_humanoid": 0.03}
 _CAMERA = {"jumping_ball": "walker/tracking", "ant": "walker/floating", "cmu_humanoid": "walker/back"}
@@ -84,6 +90,7 @@ STEPS_BEFORE_RESPAWN = 10      # §7.7.1 moving target
 SPEED_RANGE = {"jumping_ball": (0.0, 3.0), "ant": (0.0, 3.0), "cmu_humanoid": (0.0, 4.0)}  # target-speed, m/s
 SPEED_SIGMA = 1.0 / np.sqrt(2.0)  # target-speed reward width: exp(-(v - v*)^2), the walk reward's kernel
 SPEED_CHANGE_MEAN = 5.0           # target-speed: mean seconds between redraws of v*
+STARTS = ("stand", "mocap")   # the walker's start: its upright default pose, or a frame of the shipped CMU snippets
 DIRECTIONS = {"forward": (1.0, 0.0), "backward": (-1.0, 0.0), "left": (0.0, 1.0), "right": (0.0, -1.0)}
 
 # The jumping ball has slide root joints, so dm_control's upright initializer warns on every reset that it cannot
@@ -97,22 +104,26 @@ def names() -> list[str]:
 
 def make(name: str, seed: int | None = None, action_repeat: int = 1, num_targets: int = 2,
          render_size: tuple[int, int] = (240, 320), fall_termination: bool | None = None,
-         **unknown) -> "LocomotionEnv":
+         start: str | None = None, **unknown) -> "LocomotionEnv":
     if unknown:
         raise EnvError(f"{name}: unknown option(s) {', '.join(sorted(unknown))} "
-                       "(locomotion tasks take num_targets, fall_termination and render_size)")
+                       "(locomotion tasks take num_targets, fall_termination, start and render_size)")
     if name in ALIASES:
         name, options = ALIASES[name]
         fall_termination = options.get("fall_termination", fall_termination)
+        start = start or options.get("start")
     walker, _, task = name.partition("-")
     if walker not in WALKERS or task not in (*TASKS, *EXTRA_TASKS, "multitask"):
         raise EnvError(f"unknown locomotion task {name!r}; names are {', '.join(names())}")
+    start = start or "stand"
+    if start not in STARTS or (start == "mocap" and walker != "cmu_humanoid"):
+        raise EnvError(f"start must be one of {', '.join(STARTS)} ('mocap' on cmu_humanoid only), got {start!r}")
     if not isinstance(num_targets, int) or not 1 <= num_targets <= MAX_TARGETS:
         raise EnvError(f"num_targets must be an integer in [1, {MAX_TARGETS}] (targets are kept "
                        f"{MIN_TARGET_DISTANCE} m apart in the {ARENA_SIZE} m arena), got {num_targets!r}")
     tasks = TASKS if task == "multitask" else (task,)
     return LocomotionEnv(walker, tasks, num_targets=num_targets, seed=seed, action_repeat=action_repeat,
-                         render_size=render_size, fall_termination=fall_termination)
+                         render_size=render_size, fall_termination=fall_termination, start=start)
 
 
 def walk_reward(velocity: np.ndarray, target_velocity: np.ndarray) -> float:
@@ -337,8 +348,10 @@ class LocomotionTask(composer.Task):
     """A walker on a ``Floor``; each episode runs one objective (drawn uniformly when there are several)."""
 
     def __init__(self, walker, arena, objectives: list[Objective], control_timestep: float, head=None,
-                 fall_termination: bool | None = None):
+                 fall_termination: bool | None = None, starts=None):
         self.walker, self._arena, self.objectives = walker, arena, objectives
+        # envs.mocap.tracking.MocapStarts to start from motion-capture frames; None: the walker's default pose
+        self.starts = starts
         # the body whose height below HEAD_HEIGHT_LIMIT is a fall (humanoid only); None: the walker cannot fall
         self.head, self.fall_termination = head, fall_termination
         self.terminated = self.fell = False
@@ -406,11 +419,14 @@ class LocomotionTask(composer.Task):
     # composer hooks
     def initialize_episode(self, physics, random_state):
         self.active = int(random_state.randint(len(self.objectives)))
-        self.walker.reinitialize_pose(physics, random_state)
+        if self.starts is None:
+            self.walker.reinitialize_pose(physics, random_state)
+        else:
+            self.starts.place(physics, self.walker, random_state)
         yaw = random_state.uniform(-np.pi, np.pi)
         xy = random_state.uniform(-ARENA_SIZE / 2, ARENA_SIZE / 2, size=2)
         self.walker.shift_pose(physics, position=[xy[0], xy[1], 0.0],
-                               quaternion=[np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)])
+                               quaternion=[np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)], rotate_velocity=True)
         for i, objective in enumerate(self.objectives):
             objective.show(physics, i == self.active)
         self._timed_out = self.terminated = self.fell = False
@@ -454,7 +470,8 @@ def build_walker(walker: str):
             "cmu_humanoid": cmu_humanoid.CMUHumanoidPositionControlledV2020}[walker]()
 
 
-def build_task(walker_name: str, tasks: tuple[str, ...], num_targets: int = 2, fall_termination: bool | None = None):
+def build_task(walker_name: str, tasks: tuple[str, ...], num_targets: int = 2, fall_termination: bool | None = None,
+               start: str = "stand"):
     from dm_control.locomotion.arenas import floors
 
     walker = build_walker(walker_name)
@@ -462,8 +479,13 @@ def build_task(walker_name: str, tasks: tuple[str, ...], num_targets: int = 2, f
     timestep = _CONTROL_TIMESTEP[walker_name]
     objectives = {"walk": Walk, "go-to-target": lambda: GoToTarget(num_targets), "moving-target": MovingTarget,
                   "target-speed": lambda: TargetSpeed(SPEED_RANGE[walker_name], timestep / SPEED_CHANGE_MEAN)}
+    starts = None
+    if start == "mocap":
+        from envs.mocap.tracking import MocapStarts  # here: other tasks build where the mocap data cannot load
+
+        starts = MocapStarts()
     return LocomotionTask(walker, floors.Floor(size=(ARENA_SIZE, ARENA_SIZE)), [objectives[t]() for t in tasks],
-                          timestep, head=head, fall_termination=fall_termination)
+                          timestep, head=head, fall_termination=fall_termination, starts=starts)
 
 
 class LocomotionEnv(DMEnv):
@@ -474,8 +496,8 @@ class LocomotionEnv(DMEnv):
 
     def __init__(self, walker: str, tasks: tuple[str, ...], num_targets: int = 2, seed: int | None = None,
                  action_repeat: int = 1, render_size: tuple[int, int] = (240, 320),
-                 fall_termination: bool | None = None):
-        self.task = build_task(walker, tasks, num_targets, fall_termination)
+                 fall_termination: bool | None = None, start: str = "stand"):
+        self.task = build_task(walker, tasks, num_targets, fall_termination, start)
         self._multitask = len(tasks) > 1
 
         def load(env_seed: int):

@@ -344,3 +344,53 @@ def test_mocap_family_names_match_the_tracking_module():
 
     assert envs.mocap.FAMILIES == tracking.FAMILIES
     assert envs.mocap.accepts("humanoid-track:07_01-0") and not envs.mocap.accepts("walker-walk")
+
+
+def test_mocap_start_puts_the_humanoid_on_a_clip_frame_turned_to_a_random_heading():
+    import mujoco
+
+    from envs.mocap.tracking import servo_command
+
+    env = envs.make("humanoid", seed=0)
+    task = env.task
+    frames = task.starts.frames
+    drawn, headings = [], []
+    place = task.starts.place
+    task.starts.place = lambda *args: drawn.append(place(*args)) or drawn[-1]
+
+    def heading_of_velocity(quaternion, velocity):
+        """The angle from the root's x axis to the planar velocity: unchanged by a turn about the vertical."""
+        matrix = np.zeros(9)
+        mujoco.mju_quat2Mat(matrix, np.asarray(quaternion, dtype=np.float64))
+        axis = matrix.reshape(3, 3)[:, 0]
+        return np.angle(np.exp(1j * (np.arctan2(velocity[1], velocity[0]) - np.arctan2(axis[1], axis[0]))))
+
+    for seed in range(4):
+        env.reset(seed=seed)
+        i, walker, physics = drawn[-1], task.walker, env.physics
+        root = mjcf.get_frame_freejoint(walker.mjcf_model)
+        np.testing.assert_allclose(physics.bind(walker.mocap_joints).qpos, frames["joints"][i], atol=1e-6)
+        np.testing.assert_allclose(physics.bind(walker.mocap_joints).qvel, frames["joints_velocity"][i], atol=1e-5)
+        qpos, qvel = physics.bind(root).qpos, physics.bind(root).qvel
+        assert qpos[2] == pytest.approx(frames["position"][i][2], abs=1e-6)
+        np.testing.assert_allclose(qvel[3:], frames["angular_velocity"][i], atol=1e-5)  # root frame: unturned
+        np.testing.assert_allclose(np.linalg.norm(qvel[:3]), np.linalg.norm(frames["velocity"][i]), rtol=1e-5)
+        if np.linalg.norm(frames["velocity"][i][:2]) > 0.3:
+            assert heading_of_velocity(qpos[3:], qvel) == pytest.approx(
+                heading_of_velocity(frames["quaternion"][i], frames["velocity"][i]), abs=1e-4)
+        headings.append(np.arctan2(qvel[1], qvel[0]))
+        actuators = physics.bind(walker.actuators)
+        joints = physics.bind([a.joint for a in walker.actuators])
+        np.testing.assert_allclose(actuators.act, np.clip(servo_command(joints.qpos, *joints.range.T), -1, 1))
+        assert physics.bind(task.head).xpos[2] > 1.5 and task.starts.count > 1000
+    assert len(set(np.round(headings, 3))) == 4
+    standing = envs.make("cmu_humanoid-moving-target", seed=0)
+    assert standing.task.starts is None and np.allclose(standing.reset()[0]["proprio"][:56], 0.0, atol=0.05)
+
+
+def test_a_bad_start_is_one_clear_error():
+    with pytest.raises(EnvError, match="start must be one of stand, mocap"):
+        envs.make("cmu_humanoid-walk", start="sit")
+    with pytest.raises(EnvError, match="cmu_humanoid only"):
+        envs.make("ant-walk", start="mocap")
+    assert envs.make("cmu_humanoid-walk", start="mocap", seed=0).task.starts is not None

@@ -145,10 +145,44 @@ class ServoStartTracking(tracking.MultiClipMocapTracking):
 
     def initialize_episode(self, physics, random_state):
         super().initialize_episode(physics, random_state)
-        actuators = physics.bind(self._walker.actuators)
-        joints = physics.bind([actuator.joint for actuator in self._walker.actuators])
-        low, high = joints.range.T
-        actuators.act = np.clip(servo_command(joints.qpos, low, high), -1.0, 1.0)
+        hold_pose_activations(physics, self._walker)
+
+
+def hold_pose_activations(physics, walker) -> None:
+    """Set each position servo's filtered activation to the command that holds its joint's current angle."""
+    actuators = physics.bind(walker.actuators)
+    joints = physics.bind([actuator.joint for actuator in walker.actuators])
+    low, high = joints.range.T
+    actuators.act = np.clip(servo_command(joints.qpos, low, high), -1.0, 1.0)
+
+
+class MocapStarts:
+    """Start states drawn from the frames of the shipped snippets (dm_control's ``CMUMocapInitializer`` does the
+    same from one clip): the walker takes a frame's root height and orientation, joint angles and every velocity,
+    and its servos hold the pose. The clip's planar position is dropped; the caller places and turns the walker
+    (``shift_pose(..., rotate_velocity=True)`` keeps the velocity consistent with the new heading)."""
+
+    FIELDS = ("position", "quaternion", "joints", "velocity", "angular_velocity", "joints_velocity")
+
+    def __init__(self, ref_path: str | Path = DEFAULT_OUTPUT):
+        try:
+            with h5py.File(ref_path, "r") as f:
+                ids = sorted(f.keys())
+                frames = {k: np.concatenate([f[i]["walkers/walker_0"][k][()].T for i in ids]) for k in self.FIELDS}
+        except (OSError, KeyError) as e:
+            raise EnvError(f"cannot read start states from {ref_path}: {e}") from None
+        self.frames, self.count = frames, len(frames["joints"])
+
+    def place(self, physics, walker, random_state) -> int:
+        """Put ``walker`` on a uniformly drawn frame, its root above the origin; returns the frame's index."""
+        i = int(random_state.randint(self.count))
+        frame = {k: v[i].astype(np.float64) for k, v in self.frames.items()}
+        physics.bind(walker.mocap_joints).qpos = frame["joints"]
+        physics.bind(walker.mocap_joints).qvel = frame["joints_velocity"]
+        walker.set_pose(physics, position=[0.0, 0.0, frame["position"][2]], quaternion=frame["quaternion"])
+        walker.set_velocity(physics, velocity=frame["velocity"], angular_velocity=frame["angular_velocity"])
+        hold_pose_activations(physics, walker)
+        return i
 
 
 class ReferencePlayback(ServoStartTracking):
