@@ -14,8 +14,9 @@ falls less than beta = 0.001 (median over 10 seeds). Reported per condition: ste
 fraction of episodes
 ending in a fall (``train/fell``, over all and over the last ``WINDOW`` episodes) and the last latent statistics.
 
-Each npmp run records the checksum of its primitives; a rerun drops (and runs again) runs made on other
-primitives. The results for the svg0-distilled primitives shipped until 2026-11-23 are kept in
+Each npmp run records the checksum of its primitives, and every run how the task's episodes start (``start``; runs
+recorded before 2026-11-25 started standing); a rerun drops (and runs again) runs made on other primitives or from
+another start. The results for the svg0-distilled primitives shipped until 2026-11-23 are kept in
 benchmarks/results/npmp_svg0_primitives.json.
 
 The pipeline's own numbers (experts' relative returns from ``python -m pipelines.npmp report-experts``, one-shot
@@ -70,11 +71,19 @@ def primitives_of(agent: str, overrides: dict) -> str | None:
     return meta["sha256"]["weights.safetensors"]
 
 
+def task_start() -> str:
+    """How the task's episodes start (envs/locomotion.py): runs made on another start are another task."""
+    from envs.locomotion import ALIASES
+
+    return ALIASES[ENV][1].get("start", "stand")
+
+
 def _job(args):
     key, agent, seed, steps, overrides, logdir = args
     print(f"start {key}", flush=True)
     record = train_and_read(ENV, agent, seed, steps, {**COMMON, **overrides}, Path(logdir), tags=TAGS)
     record["primitives_sha256"] = primitives_of(agent, overrides)
+    record["start"] = task_start()
     print(f"done  {key}: eval {record['eval_return']:.1f} in {record['wall_s']:.0f} s", flush=True)
     return key, record
 
@@ -156,10 +165,11 @@ def main(argv=None) -> int:
     jobs = [(f"{name}|seed={seed}|steps={args.steps}", *specs[name][:1], seed, args.steps, specs[name][1],
              str(logdir_of(args.workdir, name, seed, args.steps)))
             for name in args.conditions for seed in args.seeds]
-    if not args.report:   # runs on other primitives than the ones named now are run again
+    if not args.report:   # runs on other primitives, or from other starts, than now are run again
         for key, agent, _, _, overrides, logdir in jobs:
-            if key in runs and runs[key].get("primitives_sha256") != primitives_of(agent, overrides):
-                print(f"{key}: made on other primitives, run again", flush=True)
+            if key in runs and (runs[key].get("primitives_sha256") != primitives_of(agent, overrides)
+                                or runs[key].get("start", "stand") != task_start()):
+                print(f"{key}: made on other primitives or from another start, run again", flush=True)
                 del runs[key]
                 shutil.rmtree(logdir, ignore_errors=True)
         run_jobs(_job, jobs, args.workers, runs, args.output, header)

@@ -7,8 +7,9 @@ upright default pose at rest, the task's start until 2026-11-25): ``prior`` draw
 trained with (z_t = alpha z_{t-1} + sqrt(1 - alpha^2) eps, the marginal N(0, I)), ``zero`` holds z_t = 0 (the
 prior's mean). Next to them, the body without primitives: ``hold-pose`` commands every servo to its start angle.
 Reported per condition: steps before the fall (the episode ends when the head drops below 0.95 m; 833 steps is the
-25 s limit) and planar distance from the start. A high-level policy starts near these behaviours (its initial
-actions are small and noisy), so they bound what reuse begins from.
+25 s limit), planar distance from the start, and how many episodes earned any return (came within 1 m of the
+target) and reached targets: the chance level of the task, against which learning is judged. A high-level policy
+starts near these behaviours (its initial actions are small and noisy), so they bound what reuse begins from.
 
     python benchmarks/npmp_prior_samples.py                       # shipped beta = 0.1 and beta = 0.001, 8 episodes
     python benchmarks/npmp_prior_samples.py --primitives runs/x/primitives --episodes 20 --results /tmp/p.json
@@ -41,18 +42,21 @@ LATENTS = ("prior", "zero")
 
 
 def episode(env, act, seed: int) -> dict:
-    """One episode of ``env`` driven by ``act(step)``: steps, whether it fell, distance travelled in the plane."""
+    """One episode of ``env`` driven by ``act(step)``: steps, whether it fell, distance travelled in the plane, the
+    return (steps within 1 m of the target) and the targets reached (held for 10 steps)."""
     env.reset(seed=seed)
     task, physics = env.unwrapped.task, env.unwrapped.physics
     start = task.root_position(physics)[:2].copy()
-    steps, fell = 0, False
+    steps, fell, ret = 0, False, 0.0
     while True:
-        _, _, terminated, truncated, info = env.step(act(steps))
-        steps += 1
+        _, reward, terminated, truncated, info = env.step(act(steps))
+        steps, ret = steps + 1, ret + float(reward)
         if terminated or truncated:
             fell = bool(info.get("fell", False))
+            targets = int(info["episode_metrics"]["task/targets_reached"])
             break
-    return {"steps": steps, "fell": fell, "distance": float(np.linalg.norm(task.root_position(physics)[:2] - start))}
+    return {"steps": steps, "fell": fell, "distance": float(np.linalg.norm(task.root_position(physics)[:2] - start)),
+            "return": ret, "targets_reached": targets}
 
 
 def latent_episodes(primitives: Path, latents: str, episodes: int, start: str) -> list[dict]:
@@ -92,7 +96,10 @@ def summarise(runs: list[dict]) -> dict:
     return {"episodes": len(runs), "median_steps": statistics.median(r["steps"] for r in runs),
             "mean_steps": statistics.fmean(r["steps"] for r in runs),
             "fell_fraction": statistics.fmean(r["fell"] for r in runs),
-            "mean_distance": statistics.fmean(r["distance"] for r in runs), "runs": runs}
+            "mean_distance": statistics.fmean(r["distance"] for r in runs),
+            # by chance: nothing here steers; a start in motion can carry the walker onto a target
+            "episodes_with_return": sum(r.get("return", 0.0) > 0 for r in runs),
+            "targets_reached": sum(r.get("targets_reached", 0) for r in runs), "runs": runs}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -394,3 +394,13 @@ def test_a_bad_start_is_one_clear_error():
     with pytest.raises(EnvError, match="cmu_humanoid only"):
         envs.make("ant-walk", start="mocap")
     assert envs.make("cmu_humanoid-walk", start="mocap", seed=0).task.starts is not None
+
+
+def test_unreadable_start_states_are_one_clear_error(tmp_path):
+    from envs.mocap.tracking import MocapStarts
+
+    with pytest.raises(EnvError, match="cannot read start states"):
+        MocapStarts(tmp_path / "missing.h5")
+    (tmp_path / "corrupt.h5").write_bytes(b"not an hdf5 file")
+    with pytest.raises(EnvError, match="cannot read start states"):
+        MocapStarts(tmp_path / "corrupt.h5")
