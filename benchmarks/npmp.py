@@ -27,6 +27,8 @@ benchmarks/results/npmp.json holds every NPMP number.
     python benchmarks/npmp.py                                   # 3 seeds x 3 conditions, 2 worker processes
     python benchmarks/npmp.py --steps 2000 --seeds 0 --conditions scratch   # a quick look
     python benchmarks/npmp.py --report                          # rebuild the summary from finished runs
+    # ten times the budget (about 15 min per run):
+    python benchmarks/npmp.py --steps 150000 --conditions scratch npmp_beta_0.1 --workdir runs/npmp_benchmark_150k --output benchmarks/results/npmp_150k.json
 """
 from __future__ import annotations
 
