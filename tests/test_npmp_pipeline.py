@@ -157,6 +157,10 @@ def test_lqr_experts_label_with_the_feedback_law_around_the_planners_run(tmp_pat
     assert torch.equal(first.state_shift, second.state_shift) and second.config == first.config
     assert second_meta["continued_from"]["distill"] == first_meta["distill"] and second_meta["distill"]["steps"] == 2
     assert second_meta["continued_from"]["data"] == first_meta["data"] and second_meta["data"].endswith("dagger.h5")
+    capsys.readouterr()   # continuing takes the primitives' own beta; asking for another is an error, not ignored
+    assert npmp_main(["distill", "--data", str(relabelled), "--init", str(primitives), "--beta", "1.0",
+                      "--distill-steps", "2", "--batch", "4", "--out", str(tmp_path / "other-beta")]) == 2
+    assert "cannot apply" in capsys.readouterr().err and not (tmp_path / "other-beta").exists()
     # collections of other snippets made elsewhere (another seed) merge into one; the same snippet twice, or
     # data collected with other settings, is one clear error
     other, merged = tmp_path / "other.h5", tmp_path / "merged.h5"

@@ -71,7 +71,8 @@ def _collect_args(p):
 def _distill_args(p):
     p.add_argument("--out", type=Path, default=ROOT / "data" / "primitives" / "npmp")
     p.add_argument("--scheme", choices=("bc", "lfpc"), default="bc")
-    p.add_argument("--beta", type=float, default=0.1)
+    p.add_argument("--beta", type=float, default=None,
+                   help="weight of the KL to the AR(1) prior (default 0.1; with --init, the initial primitives' own)")
     p.add_argument("--distill-steps", type=int, default=2000)
     p.add_argument("--batch", type=int, default=64, help="BC subsequences per update (thesis: 512)")
     p.add_argument("--lr", type=float, default=1e-4, help="Adam's learning rate (thesis: 1e-4)")
@@ -269,6 +270,9 @@ def distill(args) -> Path:
                                          "continued_from": init_meta.get("continued_from")}}
         initial.requires_grad_(True)
         model_config = initial.config
+        if args.beta is not None and args.beta != model_config.beta:
+            raise ConfigError(f"{args.init} was distilled with beta = {model_config.beta}; --init continues it with "
+                              f"its own settings, so --beta {args.beta} cannot apply (distil afresh without --init)")
         if model_config.lookahead_source != args.lookahead or model_config.state_dim != dataset.state_dim:
             raise ConfigError(f"{args.init} reads a {model_config.lookahead_source} look-ahead of "
                               f"{model_config.state_dim} states; {args.data} gives {args.lookahead} and "
@@ -276,7 +280,8 @@ def distill(args) -> Path:
     else:
         model_config = NPMPConfig(state_dim=dataset.state_dim, action_dim=dataset.action_dim,
                                   latent_dim=args.latent_dim, encoder_hidden=_widths(args.encoder_hidden),
-                                  decoder_hidden=_widths(args.decoder_hidden), beta=args.beta,
+                                  decoder_hidden=_widths(args.decoder_hidden),
+                                  beta=0.1 if args.beta is None else args.beta,
                                   lookahead_source=args.lookahead)
     config = DistillConfig(scheme=args.scheme, steps=args.distill_steps, batch=args.batch, lr=args.lr, seed=args.seed)
     # one distillation per primitives directory; the lock lies beside it, since saving replaces the directory
