@@ -3,8 +3,8 @@
 
 On ``humanoid`` (the reuse task of ``make run``), the decoder acts on latents that no policy chose, from the
 task's own start (a frame of the shipped CMU snippets at a random position and heading; ``--start stand``: the
-upright default pose at rest, the task's start until 2026-11-25): ``prior`` draws z_t from the AR(1) prior the primitives were
-trained with (z_t = alpha z_{t-1} + sqrt(1 - alpha^2) eps, the marginal N(0, I)), ``zero`` holds z_t = 0 (the
+upright default pose at rest, the task's start until 2026-11-25): ``prior`` draws z_t from the AR(1) prior the
+primitives were trained with (z_t = alpha z_{t-1} + sqrt(1 - alpha^2) eps, the marginal N(0, I)), ``zero`` holds z_t = 0 (the
 prior's mean). Next to them, the body without primitives: ``hold-pose`` commands every servo to its start angle.
 Reported per condition: steps before the fall (the episode ends when the head drops below 0.95 m; 833 steps is the
 25 s limit), planar distance from the start, and how many episodes earned any return (came within 1 m of the
@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import envs  # noqa: E402
-from envs.locomotion import STARTS  # noqa: E402
 from benchmarks.runs import fail, write_json  # noqa: E402
-from envs.mocap.tracking import servo_command  # noqa: E402
+from envs.locomotion import STARTS  # noqa: E402
+from envs.mocap.tracking import hold_pose_command  # noqa: E402
 from priors.models import ar1_chain  # noqa: E402
 from priors.npmp import DEFAULT_PRIMITIVES, ModuleFileError, load_primitives  # noqa: E402
 from priors.reuse import LatentActionEnv  # noqa: E402
@@ -62,8 +62,8 @@ def episode(env, act, seed: int) -> dict:
 def latent_episodes(primitives: Path, latents: str, episodes: int, start: str) -> list[dict]:
     model, meta = load_primitives(primitives)
     c = model.config
-    env = LatentActionEnv(envs.make(ENV, seed=0, start=start), model.decode, c.latent_dim, meta["obs_groups"], scale=1.0,
-                          mean_to_action="clip", action_dim=c.action_dim)
+    env = LatentActionEnv(envs.make(ENV, seed=0, start=start), model.decode, c.latent_dim, meta["obs_groups"],
+                          scale=1.0, mean_to_action="clip", action_dim=c.action_dim)
     task = env.unwrapped.task
     limit = int(np.ceil(task.objective.time_limit / task.control_timestep))   # steps in the longest episode
     out = []
@@ -83,10 +83,7 @@ def hold_pose_episodes(episodes: int, start: str) -> list[dict]:
     out = []
     for seed in range(episodes):
         env.reset(seed=seed)
-        physics, walker = env.unwrapped.physics, env.unwrapped.task.walker
-        joints = physics.bind([actuator.joint for actuator in walker.actuators])
-        low, high = joints.range.T
-        hold = np.clip(servo_command(joints.qpos.copy(), low, high), -1.0, 1.0).astype(np.float32)
+        hold = hold_pose_command(env.unwrapped.physics, env.unwrapped.task.walker).astype(np.float32)
         out.append(episode(env, lambda step: hold, seed))
     env.close()
     return out
@@ -98,8 +95,8 @@ def summarise(runs: list[dict]) -> dict:
             "fell_fraction": statistics.fmean(r["fell"] for r in runs),
             "mean_distance": statistics.fmean(r["distance"] for r in runs),
             # by chance: nothing here steers; a start in motion can carry the walker onto a target
-            "episodes_with_return": sum(r.get("return", 0.0) > 0 for r in runs),
-            "targets_reached": sum(r.get("targets_reached", 0) for r in runs), "runs": runs}
+            "episodes_with_return": sum(r["return"] > 0 for r in runs),
+            "targets_reached": sum(r["targets_reached"] for r in runs), "runs": runs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             _, meta = load_primitives(primitives)
             for latents in LATENTS:
                 key = f"{primitives.name} (beta {meta['config']['beta']}), z: {latents}"
-                results["conditions"][key] = summarise(latent_episodes(primitives, latents, args.episodes,
-                                                                                  args.start))
+                runs = latent_episodes(primitives, latents, args.episodes, args.start)
+                results["conditions"][key] = summarise(runs)
                 print(key, {k: v for k, v in results["conditions"][key].items() if k != "runs"}, flush=True)
     except ModuleFileError as e:
         fail(f"primitives: {e}")

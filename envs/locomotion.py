@@ -39,9 +39,10 @@ Names are ``<walker>-<task>``:
   unless ``fall_termination=True`` is passed. Where falls terminate, ``info["fell"]`` is present on every step and
   True on the step whose fall ended the episode (so a trainer can count falls).
 - Aliases (seed 000 §8.4 reuse tasks, for ``--agent npmp``): ``humanoid`` = ``cmu_humanoid-moving-target`` with
-  ``fall_termination=True`` and ``start="mocap"`` (Fig 8.6a: go-to-target where the target moves to a random spot, here at least 2 m
-  from the walker anywhere in the 8 m square, after the walker has been on it for 10 steps; a fallen humanoid
-  cannot get up, so the episode ends, and the falls are counted), ``humanoid-speed`` = ``cmu_humanoid-target-speed``.
+  ``fall_termination=True`` and ``start="mocap"`` (Fig 8.6a: go-to-target where the target moves to a random spot,
+  here at least 2 m from the walker anywhere in the 8 m square, after the walker has been on it for 10 steps; a
+  fallen humanoid cannot get up, so the episode ends, and the falls are counted), ``humanoid-speed`` =
+  ``cmu_humanoid-target-speed``.
 - The walker starts at a uniformly random position and heading (the thesis: "randomly initialised"), by default in
   its upright default pose at rest (``start="stand"``). ``start="mocap"`` (cmu_humanoid only; the ``humanoid`` alias
   uses it) instead puts it on a uniformly drawn frame of the shipped CMU snippets (data/mocap/cmu_snippets.h5: walks

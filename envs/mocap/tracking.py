@@ -148,12 +148,16 @@ class ServoStartTracking(tracking.MultiClipMocapTracking):
         hold_pose_activations(physics, self._walker)
 
 
-def hold_pose_activations(physics, walker) -> None:
-    """Set each position servo's filtered activation to the command that holds its joint's current angle."""
-    actuators = physics.bind(walker.actuators)
+def hold_pose_command(physics, walker) -> np.ndarray:
+    """The servo commands that hold every actuated joint at its current angle."""
     joints = physics.bind([actuator.joint for actuator in walker.actuators])
     low, high = joints.range.T
-    actuators.act = np.clip(servo_command(joints.qpos, low, high), -1.0, 1.0)
+    return np.clip(servo_command(joints.qpos, low, high), -1.0, 1.0)
+
+
+def hold_pose_activations(physics, walker) -> None:
+    """Set each position servo's filtered activation to the command that holds its joint's current angle."""
+    physics.bind(walker.actuators).act = hold_pose_command(physics, walker)
 
 
 class MocapStarts:
