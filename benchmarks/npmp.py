@@ -1,18 +1,24 @@
 """NPMP reuse (seed 000 §8.4, Fig 8.6a): a high-level svg0 policy over frozen primitives against svg0 from scratch.
 
 Conditions, all on ``humanoid`` (the CMU humanoid, a target that moves after the walker has stayed near it; sparse
-reward 1 per step within 1 m), ≥ 3 seeds each, identical svg0 settings (``COMMON``):
+reward 1 per step within 1 m) or, with ``--env humanoid-speed``, on the dense reuse task of Fig 8.6b (follow a
+randomly changing target speed), ≥ 3 seeds each, identical svg0 settings (``COMMON``):
 - ``svg0 scratch``: svg0 acting on the 56 actuators directly;
 - ``npmp beta=0.1``: ``--agent npmp`` on the shipped primitives (data/primitives/npmp, beta = 0.1);
 - ``npmp beta=0.001``: ``--agent npmp`` on primitives distilled from the same data with beta = 0.001 (the thesis's
   "very weakly regularised" module; shipped in data/primitives/npmp-beta0.001, made by ``python -m pipelines.npmp
-  distill --beta 0.001`` on the shipped primitives' data; another path with ``--weak``).
+  distill --beta 0.001`` on the shipped primitives' data; another path with ``--weak``);
+- ``npmp beta=1``: primitives distilled from the same data with beta = 1 (data/primitives/npmp-beta1; another path
+  with ``--strong``), whose decoder keeps the humanoid up longest under latents no clip produced
+  (benchmarks/npmp_prior_samples.py).
+Each npmp condition's primitives must have been distilled with the beta its name gives (checked).
 The thesis: reuse learns an order of magnitude faster than scratch, and the beta = 0.1 module trains faster and
 falls less than beta = 0.001 (median over 10 seeds). Reported per condition: steps for the mean of the last
-``WINDOW`` training returns to reach ``THRESHOLD``, final training return, evaluation return, mean episode length
+``WINDOW`` training returns to reach ``THRESHOLDS[env]``, final training return, evaluation return, mean episode length
 (steps before a fall; the episode limit is 25 s = 833 steps), targets reached per episode (``task/targets_reached``),
 fraction of episodes
-ending in a fall (``train/fell``, over all and over the last ``WINDOW`` episodes) and the last latent statistics.
+ending in a fall (``train/fell``, over all and over the last ``WINDOW`` episodes), on humanoid-speed the speed error
+of the first and last episodes (``task/speed_error``), and the last latent statistics.
 
 Each npmp run records the checksum of its primitives, and every run how the task's episodes start (``start``; runs
 recorded before 2026-11-25 started standing); a rerun drops (and runs again) runs made on other primitives or from
@@ -27,6 +33,8 @@ benchmarks/results/npmp.json holds every NPMP number.
     python benchmarks/npmp.py                                   # 3 seeds x 3 conditions, 2 worker processes
     python benchmarks/npmp.py --steps 2000 --seeds 0 --conditions scratch   # a quick look
     python benchmarks/npmp.py --report                          # rebuild the summary from finished runs
+    # the dense reuse task (Fig 8.6b), in its own results file and run directories:
+    python benchmarks/npmp.py --env humanoid-speed --steps 50000 --conditions scratch npmp_beta_0.1 --output benchmarks/results/npmp_speed.json
     # ten times the budget (about 15 min per run):
     python benchmarks/npmp.py --steps 150000 --conditions scratch npmp_beta_0.1 --workdir runs/npmp_benchmark_150k --output benchmarks/results/npmp_150k.json
 """
@@ -46,20 +54,30 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.runs import read_series, run_jobs, steps_to_threshold, train_and_read, write_json  # noqa: E402
+from priors.npmp import DEFAULT_PRIMITIVES  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "npmp.json"
 ENV = "humanoid"
 WINDOW = 10
-THRESHOLD = 10.0  # steps spent within 1 m of the target in one episode
+# the training return (mean of the last WINDOW episodes) a run must reach: on humanoid, 10 steps spent within 1 m
+# of the target in one episode; on humanoid-speed (reward <= 1 per step), 100, i.e. at least 100 steps (3 s) up
+THRESHOLDS = {"humanoid": 10.0, "humanoid-speed": 100.0}
 # Budget-driven svg0 settings shared by every condition (the thesis gives no HL-policy setup).
 COMMON = {"hidden": "128,128", "update_every": "4", "learning_starts": "1000"}
-TAGS = ("train/fell", "latent/abs_mean", "latent/std", "task/targets_reached", "train/episode_length")
+TAGS = ("train/fell", "latent/abs_mean", "latent/std", "task/targets_reached", "task/speed_error",
+        "train/episode_length")
 
 
-def conditions(weak_primitives: Path) -> dict[str, tuple[str, dict]]:
+def conditions(weak_primitives: Path, strong_primitives: Path) -> dict[str, tuple[str, dict]]:
     return {"scratch": ("svg0", {}),
             "npmp_beta_0.1": ("npmp", {}),
-            "npmp_beta_0.001": ("npmp", {"primitives": str(weak_primitives)})}
+            "npmp_beta_0.001": ("npmp", {"primitives": str(weak_primitives)}),
+            "npmp_beta_1": ("npmp", {"primitives": str(strong_primitives)})}
+
+
+def condition_beta(name: str) -> float | None:
+    """The beta an npmp condition's name promises (checked against its primitives' own)."""
+    return float(name.rpartition("_beta_")[2]) if "_beta_" in name else None
 
 
 def primitives_of(agent: str, overrides: dict) -> str | None:
@@ -67,31 +85,30 @@ def primitives_of(agent: str, overrides: dict) -> str | None:
     (say, before the shipped ones were replaced) is not reused."""
     if agent != "npmp":
         return None
-    from priors.npmp import DEFAULT_PRIMITIVES
-
     meta = json.loads((Path(overrides.get("primitives", DEFAULT_PRIMITIVES)) / "meta.json").read_text())
     return meta["sha256"]["weights.safetensors"]
 
 
-def task_start() -> str:
+def task_start(env: str) -> str:
     """How the task's episodes start (envs/locomotion.py): runs made on another start are another task."""
     from envs.locomotion import ALIASES
 
-    return ALIASES[ENV][1].get("start", "stand")
+    return ALIASES[env][1].get("start", "stand")
 
 
 def _job(args):
-    key, agent, seed, steps, overrides, logdir = args
+    key, env, agent, seed, steps, overrides, logdir = args
     print(f"start {key}", flush=True)
-    record = train_and_read(ENV, agent, seed, steps, {**COMMON, **overrides}, Path(logdir), tags=TAGS)
+    record = train_and_read(env, agent, seed, steps, {**COMMON, **overrides}, Path(logdir), tags=TAGS)
     record["primitives_sha256"] = primitives_of(agent, overrides)
-    record["start"] = task_start()
+    record["start"] = task_start(env)
     print(f"done  {key}: eval {record['eval_return']:.1f} in {record['wall_s']:.0f} s", flush=True)
     return key, record
 
 
-def logdir_of(workdir: Path, name: str, seed: int, steps: int) -> Path:
-    return workdir / f"{name}-seed{seed}-steps{steps}"
+def logdir_of(workdir: Path, name: str, seed: int, steps: int, env: str = ENV) -> Path:
+    task = "" if env == ENV else f"{env}-"   # the headline task's runs keep the names they were made with
+    return workdir / f"{task}{name}-seed{seed}-steps{steps}"
 
 
 def episode_lengths(record: dict, logdir: Path) -> list[float]:
@@ -102,20 +119,22 @@ def episode_lengths(record: dict, logdir: Path) -> list[float]:
     return [v for _, v in read_series(logdir, "train/episode_length")] if logdir.is_dir() else []
 
 
-def summarise(runs: dict, names: list[str], seeds: list[int], steps: int, workdir: Path) -> dict:
+def summarise(runs: dict, names: list[str], seeds: list[int], steps: int, workdir: Path, threshold: float) -> dict:
     out = {}
     for name in names:
         done = [s for s in seeds if f"{name}|seed={s}|steps={steps}" in runs]
         records = [runs[f"{name}|seed={s}|steps={steps}"] for s in done]
         if not records:
             continue
-        lengths = [episode_lengths(r, logdir_of(workdir, name, s, steps)) for r, s in zip(records, done)]
-        reached = [steps_to_threshold(r["curve"], THRESHOLD, WINDOW) for r in records]
+        lengths = [episode_lengths(r, logdir_of(workdir, name, s, steps, r.get("env", ENV)))
+                   for r, s in zip(records, done)]
+        reached = [steps_to_threshold(r["curve"], threshold, WINDOW) for r in records]
         final = [float(np.mean([v for _, v in r["curve"][-WINDOW:]])) if r["curve"] else float("nan")
                  for r in records]
         falls = [[v for _, v in r["series"].get("train/fell", [])] for r in records]
         targets = [[v for _, v in r["series"].get("task/targets_reached", [])] for r in records]
-        out[name] = {"seeds": len(records), "threshold": THRESHOLD, "steps_to_threshold": reached,
+        speed_errors = [[v for _, v in r["series"].get("task/speed_error", [])] for r in records]
+        out[name] = {"seeds": len(records), "threshold": threshold, "steps_to_threshold": reached,
                      "reached_threshold": sum(r is not None for r in reached),
                      "final_train_return_mean": float(np.mean(final)), "final_train_return_std": float(np.std(final)),
                      "eval_return_mean": float(np.mean([r["eval_return"] for r in records])),
@@ -130,6 +149,9 @@ def summarise(runs: dict, names: list[str], seeds: list[int], steps: int, workdi
                      "targets_reached_total": [int(sum(t)) for t in targets],
                      "targets_reached_per_episode_last": [round(float(np.mean(t[-WINDOW:])), 3) if t else None
                                                           for t in targets],
+                     # humanoid-speed: the episode's mean |speed - target speed| (m/s), first and last episodes
+                     "speed_error_first": [round(float(np.mean(e[:WINDOW])), 3) if e else None for e in speed_errors],
+                     "speed_error_last": [round(float(np.mean(e[-WINDOW:])), 3) if e else None for e in speed_errors],
                      "latent_abs_mean_last": [r["last"].get("latent/abs_mean") for r in records],
                      "wall_s_mean": float(np.mean([r["wall_s"] for r in records]))}
     return out
@@ -137,11 +159,15 @@ def summarise(runs: dict, names: list[str], seeds: list[int], steps: int, workdi
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--env", choices=sorted(THRESHOLDS), default=ENV,
+                   help="the reuse task: humanoid (a moving target, sparse) or humanoid-speed (a target speed, dense)")
     p.add_argument("--steps", type=int, default=10_000, help="environment steps per run")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--conditions", nargs="+", default=["scratch", "npmp_beta_0.1", "npmp_beta_0.001"])
     p.add_argument("--weak", type=Path, default=ROOT / "data" / "primitives" / "npmp-beta0.001",
                    help="primitives distilled with beta = 0.001")
+    p.add_argument("--strong", type=Path, default=ROOT / "data" / "primitives" / "npmp-beta1",
+                   help="primitives distilled with beta = 1")
     p.add_argument("--pipeline-dir", type=Path, default=ROOT / "runs" / "npmp",
                    help="where the pipeline's reports are: experts.json (report-experts) and report*.json "
                         "(evaluate: one-shot imitation and latent optimisation per primitives)")
@@ -151,27 +177,39 @@ def main(argv=None) -> int:
     p.add_argument("--report", action="store_true", help="only rebuild the summary from finished runs")
     args = p.parse_args(argv)
 
-    specs = conditions(args.weak)
+    specs = conditions(args.weak, args.strong)
     unknown = [c for c in args.conditions if c not in specs]
     if unknown:
         p.error(f"unknown condition(s) {unknown}; choose from {list(specs)}")
-    if "npmp_beta_0.001" in args.conditions and not (args.weak / "meta.json").is_file() and not args.report:
-        p.error(f"no beta = 0.001 primitives at {args.weak} (python -m pipelines.npmp distill --beta 0.001 --out ...)")
+    for name in [] if args.report else args.conditions:   # a condition's primitives must have the beta it names
+        agent, overrides = specs[name]
+        if agent != "npmp":
+            continue
+        path = Path(overrides.get("primitives", DEFAULT_PRIMITIVES))
+        try:
+            beta = json.loads((path / "meta.json").read_text())["config"]["beta"]
+        except (OSError, ValueError, KeyError, TypeError):
+            p.error(f"no readable primitives at {path} for {name} "
+                    f"(python -m pipelines.npmp distill --beta {condition_beta(name):g} --out ...)")
+        if beta != condition_beta(name):
+            p.error(f"{name} needs primitives distilled with beta = {condition_beta(name):g}; {path} has {beta}")
     header = {"command": "python benchmarks/npmp.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "env": ENV, "steps": args.steps, "seeds": args.seeds, "common_settings": COMMON, "window": WINDOW,
-              "threshold": THRESHOLD,
+              "env": args.env, "steps": args.steps, "seeds": args.seeds, "common_settings": COMMON,
+              "window": WINDOW, "threshold": THRESHOLDS[args.env],
               "machine": f"{platform.processor() or platform.machine()}, {mp.cpu_count()} cores, "
                          f"{args.workers} worker processes, one torch thread each"}
     previous = json.loads(args.output.read_text()) if args.output.exists() else {}
     runs = previous.get("runs", {}) if previous.get("steps") == args.steps else {}
-    jobs = [(f"{name}|seed={seed}|steps={args.steps}", *specs[name][:1], seed, args.steps, specs[name][1],
-             str(logdir_of(args.workdir, name, seed, args.steps)))
+    jobs = [(f"{name}|seed={seed}|steps={args.steps}", args.env, *specs[name][:1], seed, args.steps, specs[name][1],
+             str(logdir_of(args.workdir, name, seed, args.steps, args.env)))
             for name in args.conditions for seed in args.seeds]
-    if not args.report:   # runs on other primitives, or from other starts, than now are run again
-        for key, agent, _, _, overrides, logdir in jobs:
+    if not args.report:   # runs on other primitives, tasks or starts than now are run again
+        for key, env, agent, _, _, overrides, logdir in jobs:
             if key in runs and (runs[key].get("primitives_sha256") != primitives_of(agent, overrides)
-                                or runs[key].get("start", "stand") != task_start()):
-                print(f"{key}: made on other primitives or from another start, run again", flush=True)
+                                or runs[key].get("env", ENV) != env
+                                or runs[key].get("start", "stand") != task_start(env)):
+                print(f"{key}: made on other primitives, another task or from another start, run again",
+                      flush=True)
                 del runs[key]
                 shutil.rmtree(logdir, ignore_errors=True)
         run_jobs(_job, jobs, args.workers, runs, args.output, header)
@@ -181,7 +219,8 @@ def main(argv=None) -> int:
                if path.stem == "experts" or path.stem.startswith("report")}
     pipeline = reports or previous.get("pipeline")
     result = {**header, "pipeline": pipeline,
-              "reuse": summarise(runs, list(specs), args.seeds, args.steps, args.workdir), "runs": runs}
+              "reuse": summarise(runs, list(specs), args.seeds, args.steps, args.workdir, THRESHOLDS[args.env]),
+              "runs": runs}
     write_json(args.output, result)
     print(json.dumps(result["reuse"], indent=1))
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -110,14 +111,17 @@ def write_json(path: Path, data: dict) -> None:
 def run_jobs(job, jobs: list[tuple], workers: int, runs: dict, results_path: Path, header: dict) -> None:
     """``job(args) -> (key, record)`` for each of ``jobs`` (``args[0]`` is the key) not yet in ``runs``, in
     ``workers`` fresh processes; ``results_path`` is rewritten after every finished run, so a long benchmark can be
-    interrupted and rerun without losing finished runs."""
+    interrupted and rerun without losing finished runs. A run that raises is reported on a line and stays missing."""
     todo = [j for j in jobs if j[0] not in runs]
     if not todo:
         return
-    with mp.get_context("spawn").Pool(workers, maxtasksperchild=1) as pool:
-        for key, record in pool.imap_unordered(job, todo):
-            runs[key] = record
-            write_json(results_path, {**header, "runs": runs})
+
+    def finished(result: tuple[str, dict]) -> None:
+        key, record = result
+        runs[key] = record
+        write_json(results_path, {**header, "runs": runs})
+
+    run_pool(job, todo, workers, None, finished, results_path.stem)
 
 
 def run_pool(job, jobs: list[tuple], workers: int, hours: float | None, on_result, label: str) -> None:
@@ -125,6 +129,28 @@ def run_pool(job, jobs: list[tuple], workers: int, hours: float | None, on_resul
     (None: no limit), those running finish. A job that raises is reported on a line and the others go on."""
     deadline = None if hours is None else time.time() + 3600 * hours
     pending = iter(jobs)
+    # SIGTERM's default would kill this process alone and leave the workers running on as orphans; raised here,
+    # it leaves the pool's ``with`` block, which terminates them (finished runs are kept: a rerun goes on)
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        _run_in_pool(job, pending, workers, deadline, on_result, label)
+    except _Terminated:
+        print(f"[{label}] stopped by SIGTERM; the runs in progress were stopped, finished ones are kept: "
+              "rerun the same command to go on", flush=True)
+        raise SystemExit(128 + signal.SIGTERM) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class _Terminated(BaseException):   # not an Exception: the per-run ``except Exception`` must not swallow it
+    pass
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated
+
+
+def _run_in_pool(job, pending, workers: int, deadline: float | None, on_result, label: str) -> None:
     with mp.get_context("spawn").Pool(workers, maxtasksperchild=1) as pool:
         running = []
         while True:

@@ -159,6 +159,29 @@ def test_primitives_roundtrip_bit_for_bit_and_bad_files_fail_clearly(tmp_path):
         load_primitives(path)
 
 
+def test_half_precision_primitives_are_half_the_file_and_act_alike(tmp_path, capsys):
+    from pipelines.npmp.__main__ import main
+
+    torch.manual_seed(4)
+    model = NPMP(NPMPConfig(state_dim=3, action_dim=2, latent_dim=2, encoder_hidden=(64,), decoder_hidden=(64, 64),
+                            lookahead=1))
+    full = save_primitives(model, tmp_path / "full", {"proprio": 3}, clips=["a"], evaluation={"train": 1})
+    assert main(["half", "--primitives", str(full), "--out", str(tmp_path / "half")]) == 0
+    half, meta = load_primitives(tmp_path / "half")
+    assert meta["weights_dtype"] == "float16" and meta["clips"] == ["a"] and meta["evaluation"] == {"train": 1}
+    assert meta["halved_from_sha256"] == sha256_file(full / "weights.safetensors")
+    size = lambda d: (d / "weights.safetensors").stat().st_size  # noqa: E731
+    assert size(tmp_path / "half") < 0.55 * size(full)
+    assert all(p.dtype == torch.float32 for p in half.parameters())   # read back into the model's precision
+    states, latents = torch.randn(256, 3), torch.randn(256, 2)
+    with torch.no_grad():
+        reference, halved = model.decode(states, latents)[0], half.decode(states, latents)[0]
+    assert torch.allclose(reference, halved, atol=5e-3) and not torch.equal(reference, halved)
+    assert main(["half", "--primitives", str(full), "--out", str(full)]) == 2   # never over the float32 file
+    assert capsys.readouterr().err.startswith("error: --out must differ")
+    assert torch.equal(load_primitives(full)[0].state_dict()["state_scale"], model.state_dict()["state_scale"])
+
+
 def test_shipped_primitives_load_with_their_record_and_drive_the_humanoid():
     import numpy as np
 

@@ -7,6 +7,7 @@
     python -m pipelines.npmp relabel --data D --out D2             # DAgger: primitives drive, the planner labels
     python -m pipelines.npmp merge A.h5 B.h5 --out D.h5            # collections of other snippets made elsewhere
     python -m pipelines.npmp evaluate --primitives data/primitives/npmp --out runs/npmp/report.json
+    python -m pipelines.npmp half --primitives P --out P16                 # float16 weights: half the file
     python -m pipelines.npmp all --steps 12000                     # the four stages above, resumable
 
 Every stage takes ``--address`` (a Ray cluster; default: a local one) where it fans out over snippets.
@@ -122,6 +123,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     e.add_argument("--latent-iterations", type=int, default=300)
     e.add_argument("--no-write-meta", action="store_true",
                    help="do not copy the evaluation numbers into the primitives' meta.json")
+    h = sub.add_parser("half", help="a copy of primitives with 16-bit weights (half the file; for shipping)")
+    h.add_argument("--primitives", type=Path, required=True)
+    h.add_argument("--out", type=Path, required=True, help="the new primitives directory (must differ)")
     a = sub.add_parser("all", help="experts, collect, distill and evaluate in turn (each stage resumes or skips)")
     _common(a), _collect_args(a), _distill_args(a)
     a.add_argument("--steps", type=int, default=12_000, help="environment steps per expert")
@@ -311,6 +315,25 @@ def _widths(text: str) -> tuple[int, ...]:
         raise ModuleFileError(f"layer widths must be comma-separated integers, got {text!r}") from None
 
 
+def half(args) -> Path:
+    """``--primitives`` with float16 weights -> ``--out``: the same meta (evaluation numbers included, to be measured
+    again on the copy), plus ``weights_dtype`` and the checksum of the float32 file it came from."""
+    import torch
+
+    from agents.config import ConfigError
+    from priors.npmp import load_primitives, save_primitives
+
+    if args.out.resolve() == args.primitives.resolve():
+        raise ConfigError("--out must differ from --primitives (the float32 primitives are kept as they are)")
+    model, meta = load_primitives(args.primitives)
+    kept = {k: v for k, v in meta.items() if k not in ("format", "version", "sha256", "config", "obs_groups")}
+    source = meta["sha256"]["weights.safetensors"]
+    out = save_primitives(model, args.out, meta["obs_groups"], dtype=torch.float16,
+                          **{**kept, "halved_from_sha256": source})
+    print(f"primitives with float16 weights written to {out}")
+    return out
+
+
 def evaluate(args) -> dict:
     """Absolute closed-loop imitation of every train and held-out clip from the reference (no experts needed); with
     expert runs under --experts-root (svg0 experts), or else the experts' nominal trajectories in --data (planner
@@ -386,6 +409,8 @@ def main(argv=None) -> int:
             print(f"merged {len(args.inputs)} files into {merge_datasets(args.inputs, args.out)}")
         elif args.command == "evaluate":
             evaluate(args)
+        elif args.command == "half":
+            half(args)
         elif args.command == "all":
             from pipelines.npmp.experts import train_experts
 

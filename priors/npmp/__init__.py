@@ -23,11 +23,18 @@ FORMAT = "probctl-npmp-primitives"
 DEFAULT_PRIMITIVES = Path(__file__).resolve().parents[2] / "data" / "primitives" / "npmp"
 
 
-def save_primitives(model: NPMP, directory: Path, obs_groups: dict[str, int], **meta) -> Path:
-    """Save ``model`` with the observation groups (name -> size, in order) that make up its state input."""
+def save_primitives(model: NPMP, directory: Path, obs_groups: dict[str, int], dtype: torch.dtype | None = None,
+                    **meta) -> Path:
+    """Save ``model`` with the observation groups (name -> size, in order) that make up its state input; ``dtype``
+    (e.g. torch.float16, half the file) stores the weights in another precision, ``load_primitives`` reads them
+    back into the model's float32."""
     if sum(obs_groups.values()) != model.config.state_dim:
         raise ValueError(f"obs_groups {obs_groups} do not add up to state_dim {model.config.state_dim}")
-    return save_module(directory, model.state_dict(), FORMAT,
+    state = model.state_dict()
+    if dtype is not None:
+        state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
+        meta = {**meta, "weights_dtype": str(dtype).removeprefix("torch.")}
+    return save_module(directory, state, FORMAT,
                        {"config": dataclasses.asdict(model.config), "obs_groups": obs_groups, **meta})
 
 

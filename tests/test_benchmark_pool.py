@@ -1,0 +1,62 @@
+"""The benchmarks' process pool (benchmarks/runs.py ``run_pool``): stopping the parent stops its workers."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    from pathlib import Path
+    sys.path.insert(0, {root!r})
+    from benchmarks.runs import run_pool
+
+    def job(args):
+        Path(args[0]).write_text(str(os.getpid()))
+        time.sleep(300)
+
+    if __name__ == "__main__":
+        out = Path({out!r})
+        run_pool(job, [(str(out / "a"),), (str(out / "b"),), (str(out / "c"),)], 2, None, print, "pool-test")
+""")
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_sigterm_to_the_parent_stops_the_workers_and_says_how_to_go_on(tmp_path):
+    script = tmp_path / "pool.py"
+    script.write_text(SCRIPT.format(root=str(ROOT), out=str(tmp_path)))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        deadline = time.time() + 120
+        while not ((tmp_path / "a").exists() and (tmp_path / "b").exists()) and time.time() < deadline:
+            time.sleep(0.2)
+        pids = [int((tmp_path / name).read_text()) for name in ("a", "b")]
+        assert all(alive(pid) for pid in pids)
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "stopped by SIGTERM" in output and "rerun the same command" in output
+    deadline = time.time() + 20
+    while any(alive(pid) for pid in pids) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not any(alive(pid) for pid in pids), "a worker outlived its parent"
+    assert not (tmp_path / "c").exists(), "no new run starts after the signal"
+    for pid in pids:   # belt and braces: never leave a sleeping worker behind a failed test
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
