@@ -219,3 +219,17 @@ def test_shipped_weak_primitives_differ_from_the_shipped_ones_only_in_beta():
         {k: v for k, v in shipped["config"].items() if k != "beta"}
     assert meta["clips"] == shipped["clips"] and meta["held_out"] == shipped["held_out"]
     assert meta["distill"] == shipped["distill"] and meta["data"] == shipped["data"]
+
+
+def test_shipped_strong_primitives_are_the_beta_1_counterpart_in_float16():
+    """benchmarks/npmp.py's beta = 1 condition reads them on a fresh clone (float16 weights, `pipelines.npmp half`)."""
+    from priors.npmp import DEFAULT_PRIMITIVES
+
+    model, meta = load_primitives(DEFAULT_PRIMITIVES.parent / "npmp-beta1")
+    _, shipped = load_primitives(DEFAULT_PRIMITIVES)
+    assert model.config.beta == 1.0 and meta["weights_dtype"] == "float16"
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert {k: v for k, v in meta["config"].items() if k != "beta"} == \
+        {k: v for k, v in shipped["config"].items() if k != "beta"}
+    assert meta["clips"] == shipped["clips"] and meta["held_out"] == shipped["held_out"]
+    assert {"train", "held_out"} <= set(meta["evaluation"])
