@@ -35,13 +35,14 @@ def main() -> None:
     p.add_argument("--run-dir", type=Path, default=ROOT / "runs" / "humanoid_walk")
     p.add_argument("--actors", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="torch threads of the learner (2 pays off for wide critics)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides")
     p.add_argument("--output", type=Path, default=RESULTS)
     p.add_argument("--report", action="store_true",
                    help="only write the result file from the run directory (e.g. after the run was stopped)")
     args = p.parse_args()
-    if args.hours <= 0 or args.actors < 0:
-        fail("--hours must be > 0 and --actors >= 0")
+    if args.hours <= 0 or args.actors < 0 or args.threads < 1:
+        fail("--hours must be > 0, --actors >= 0 and --threads >= 1")
     import dataclasses
 
     import agents
@@ -71,7 +72,7 @@ def main() -> None:
                             logdir=str(args.run_dir), eval_every=20_000, eval_episodes=5, checkpoint_every=20_000,
                             schedule=schedule)
         # a resumed run stored the step bound of its last leg; the legs below set their own bounds
-        run = dataclasses.replace(run, actors=args.actors, steps=BUDGET)
+        run = dataclasses.replace(run, actors=args.actors, threads=args.threads, steps=BUDGET)
         trainer = Trainer(run, config, resume_from=resume)
     except (ConfigError, checkpoint.CheckpointError, RunDirectoryBusy) as e:
         fail(f"{e}")

@@ -11,6 +11,10 @@ open). Observations, rewards and episode ends pass through unchanged.
 Diagnostics: ``info["latent"]`` is the step's z; on an episode's last step ``info["episode_metrics"]`` gains
 ``latent/abs_mean`` (mean |z| over steps and dimensions) and ``latent/std`` (the per-dimension std of z over the
 episode, averaged over dimensions: near 0 for a constant z, 1 for z drawn like the AR(1) marginal).
+
+``get_state``/``set_state`` capture and restore the episode in progress (the wrapped environment's capture,
+envs/dmc.py, with the observation the next latent is decoded against), so a planner can try latents with the
+simulator itself and come back (benchmarks/npmp_prior_samples.py).
 """
 from __future__ import annotations
 
@@ -57,6 +61,17 @@ class LatentActionEnv(gym.Wrapper):
         z = torch.as_tensor(self.latent(latent_action), device=self.device)
         mean, _ = self.decode(torch.as_tensor(obs, device=self.device), z)
         return self.to_action(mean).cpu().numpy()
+
+    def get_state(self) -> dict | None:
+        """The episode in progress; None where the wrapped environment cannot capture its own."""
+        capture = getattr(self.env.unwrapped, "get_state", None)
+        inner = capture() if capture is not None else None
+        return None if inner is None else {"env": inner, "obs": self._obs, "latents": list(self._latents)}
+
+    def set_state(self, state: dict) -> None:
+        """Continue the episode ``get_state`` captured."""
+        self.env.unwrapped.set_state(state["env"])
+        self._obs, self._latents = state["obs"], list(state["latents"])
 
     def step(self, action):
         self._obs, reward, terminated, truncated, info = self.env.step(self.low_level_action(action))

@@ -13,6 +13,7 @@ import train
 from agents.config import ConfigError, apply_overrides
 from agents.npmp import NPMPAgent, NPMPAgentConfig
 from priors.npmp import NPMP, NPMPConfig, load_primitives, save_primitives
+from priors.reuse import LatentActionEnv
 from tests.test_cli import scalars
 
 HUMANOID_ACTIONS = 56
@@ -115,3 +116,52 @@ def test_bad_primitives_fail_with_one_line(primitives, tmp_path, capsys):
     other_actions = tiny_primitives(tmp_path / "other_actions", action_dim=8)
     assert_one_line_error(capsys, run(other_actions), "outputs 8 actions")
     assert not (tmp_path / "runs").exists()  # nothing written for a run that never started
+
+
+def latent_humanoid(primitives):
+    model, meta = load_primitives(primitives)
+    return LatentActionEnv(envs.make("humanoid", seed=0), model.decode, model.config.latent_dim, meta["obs_groups"],
+                           scale=1.0, mean_to_action="clip", action_dim=model.config.action_dim)
+
+
+def test_latent_env_capture_replays_the_episode_exactly(primitives):
+    env = latent_humanoid(primitives)
+    env.reset(seed=3)
+    for _ in range(3):
+        env.step(np.zeros(4, np.float32))
+    captured = env.get_state()
+    latents = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
+
+    def run():
+        return [(obs["proprio"].copy(), reward) for obs, reward, *_ in map(env.step, latents)]
+
+    first = run()
+    env.set_state(captured)
+    again = run()
+    assert all(np.array_equal(a[0], b[0]) and a[1] == b[1] for a, b in zip(first, again))
+    env.close()
+
+
+def test_latent_planner_leaves_the_episode_where_it_was(primitives):
+    from benchmarks.npmp_prior_samples import LatentPlanner
+
+    env = latent_humanoid(primitives)
+    env.reset(seed=1)
+    planner = LatentPlanner(env, ar_coef=0.95, candidates=3, horizon=5, replan_every=2)
+    planner.reset(seed=0)
+    before = env.get_state()
+    z = planner.act(0)   # tries 3 candidates of 5 steps, then returns to the captured episode
+    after = env.get_state()
+    assert np.array_equal(before["env"]["physics"], after["env"]["physics"])
+    assert np.array_equal(z, planner.plan[0]) and planner.plan.shape == (5, 4)
+    env.step(z)
+    assert np.array_equal(planner.act(1), planner.plan[1])   # follows its plan between replannings
+    with pytest.raises(ValueError, match="replan_every"):
+        LatentPlanner(env, 0.95, candidates=3, horizon=5, replan_every=6)
+    with pytest.raises(ValueError, match="objective"):
+        LatentPlanner(env, 0.95, candidates=3, horizon=5, replan_every=2, objective="reach")
+    upright = LatentPlanner(env, 0.95, candidates=3, horizon=5, replan_every=2, objective="upright")
+    upright.reset(seed=0)
+    survived, steps, head_height = upright._score(np.zeros((5, 4), np.float32))
+    assert steps >= 1 and 0.0 < head_height < 2.5   # ranked by the head's height in metres where the candidate ends
+    env.close()
