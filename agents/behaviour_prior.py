@@ -1,7 +1,8 @@
 """KL regularisation against a learned behaviour prior: svg0's ``prior`` part (seed 000 Ch 7, Alg 10; Alg 11 for the
 latent prior; ../shared/research/seed000.md §7).
 
-With a prior pi_0 (priors/models.py: mlp | lstm | latent), SVG(0)'s objective becomes eq 7.2,
+With a prior pi_0 (priors/models.py: mlp | lstm | latent, or the fixed normal N(0, ``std``^2) that nothing trains),
+SVG(0)'s objective becomes eq 7.2,
   E_pi [ sum_t gamma^t ( r_t - kl_coef * KL[pi(.|s_t) || pi_0(.|s_t)] ) ],
 which svg0 (agents/svg0.py) applies through three hooks of ``BehaviourPrior``:
 - ``reward_penalty``: r~_t = r_t - kl_coef * KL[pi^O(.|s_t) || pi_0^T(.|s_t)] inside Retrace (the *target* prior);
@@ -33,7 +34,7 @@ from agents.replay import masked_mean
 
 @dataclasses.dataclass(frozen=True)
 class PriorSection:
-    kind: str = "none"  # none | mlp | lstm | latent
+    kind: str = "none"  # none | mlp | lstm | latent | normal (fixed)
     obs: tuple[str, ...] = ("proprio",)  # observation groups the prior sees (information asymmetry)
     kl_coef: float = 0.01  # alpha of eq 7.2
     lr: float = 3e-4
@@ -44,6 +45,7 @@ class PriorSection:
     latent_dim: int = 2  # the latent prior's z (Alg 11)
     latent_ar_coef: float = 0.95
     latent_lookahead: int = 3
+    std: float = 1.0  # the normal prior's pre-squash std
 
     def validate(self) -> None:
         checks = [
@@ -55,6 +57,7 @@ class PriorSection:
             (self.kind != "none" or not self.init, "prior.init needs a prior kind (--set prior=...)"),
             (self.latent_dim >= 1 and self.latent_lookahead >= 0, "prior.latent_dim >= 1, prior.latent_lookahead >= 0"),
             (0.0 <= self.latent_ar_coef < 1.0, "prior.latent_ar_coef must be in [0, 1)"),
+            (0.0 < self.std < math.inf, "prior.std must be finite and > 0"),
         ]
         for ok, message in checks:
             if not ok:
@@ -88,10 +91,10 @@ class BehaviourPrior:
         else:
             self.prior = priors.build(priors.PriorConfig(
                 section.kind, layout.size(self.groups), action_dim, section.hidden, section.latent_dim,
-                section.latent_ar_coef, section.latent_lookahead)).to(device)
+                section.latent_ar_coef, section.latent_lookahead, section.std)).to(device)
         self.target_prior = frozen_copy(self.prior)
         self.optimiser = None
-        if section.trainable:
+        if section.trainable and any(True for _ in self.prior.parameters()):   # the normal prior has none
             self.optimiser = torch.optim.Adam(self.prior.parameters(), lr=section.lr)
         else:
             self.prior.requires_grad_(False)

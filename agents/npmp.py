@@ -9,6 +9,9 @@ no high-level architecture or hyperparameters, so svg0's defaults apply. ``--age
 - the environment receives clip(decoder mean, -1, 1): the decoder was trained on actions in [-1, 1] without
   squashing (priors/npmp/model.py), so its mean is clipped, not tanh-squashed; the decoder's fixed-std noise is not
   added (the high-level policy explores);
+- ``latent_mode=innovation``: the action is instead the AR(1) prior's innovation, z_t = alpha z_{t-1} +
+  sqrt(1 - alpha^2) * latent_scale * action, and the policy observes z_{t-1} (a choice the thesis leaves open;
+  docs/npmp.md measures both);
 - the decoder reads the observation groups it was trained on (the primitives' ``obs_groups``, the CMU humanoid's
   ``proprio``); the high-level policy sees every group of the environment (proprioception and the task);
 - ``primitives`` (default: the primitives shipped in data/primitives/npmp) names the primitives directory; a
@@ -24,12 +27,14 @@ from pathlib import Path
 from agents.config import ConfigError
 from agents.svg0 import SVG0Agent, SVG0Config
 from priors.npmp import DEFAULT_PRIMITIVES, ModuleFileError, load_primitives
-from priors.reuse import LatentActionEnv
+from priors.reuse import LATENT_MODES, LatentActionEnv
 
 
 @dataclasses.dataclass(frozen=True)
 class NPMPAgentConfig(SVG0Config):
     primitives: str = str(DEFAULT_PRIMITIVES)  # a primitives directory (priors/npmp save_primitives)
+    latent_mode: str = "direct"  # direct: z_t = latent_scale * action; innovation: the action is the AR(1) prior's
+                                 # innovation and the policy observes z_{t-1} (priors/reuse.py)
 
     def __post_init__(self):
         if self.primitives:  # resolved once, so that --resume from another directory finds the same file
@@ -37,6 +42,8 @@ class NPMPAgentConfig(SVG0Config):
 
     def validate(self) -> None:
         super().validate()
+        if self.latent_mode not in LATENT_MODES:
+            raise ConfigError(f"latent_mode must be one of {', '.join(LATENT_MODES)}, got {self.latent_mode!r}")
         if not self.primitives:
             raise ConfigError("primitives must name an NPMP primitives directory")
         if self.latent_controller:
@@ -54,6 +61,7 @@ class NPMPAgent(SVG0Agent):
             model, meta = load_primitives(config.primitives, device)
             return LatentActionEnv(env, model.decode, model.config.latent_dim, meta["obs_groups"],
                                    config.latent_scale, device, mean_to_action="clip",
-                                   action_dim=model.config.action_dim)
+                                   action_dim=model.config.action_dim, latent_mode=config.latent_mode,
+                                   ar_coef=model.config.ar_coef)
         except ModuleFileError as e:
             raise ConfigError(f"primitives: {e}") from None

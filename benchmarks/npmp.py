@@ -35,6 +35,8 @@ benchmarks/results/npmp.json holds every NPMP number.
     python benchmarks/npmp.py --report                          # rebuild the summary from finished runs
     # the dense reuse task (Fig 8.6b), in its own results file and run directories:
     python benchmarks/npmp.py --env humanoid-speed --steps 50000 --conditions scratch npmp_beta_0.1 --output benchmarks/results/npmp_speed.json
+    # the high-level action as the AR(1) prior's innovation, z_{t-1} observed (agents/npmp.py latent_mode):
+    python benchmarks/npmp.py --steps 150000 --conditions npmp_innovation_beta_0.1 npmp_innovation_kl_beta_0.1 --workdir runs/npmp_benchmark_150k --output benchmarks/results/npmp_innovation_150k.json
     # ten times the budget (about 15 min per run):
     python benchmarks/npmp.py --steps 150000 --conditions scratch npmp_beta_0.1 --workdir runs/npmp_benchmark_150k --output benchmarks/results/npmp_150k.json
 """
@@ -72,7 +74,13 @@ def conditions(weak_primitives: Path, strong_primitives: Path) -> dict[str, tupl
     return {"scratch": ("svg0", {}),
             "npmp_beta_0.1": ("npmp", {}),
             "npmp_beta_0.001": ("npmp", {"primitives": str(weak_primitives)}),
-            "npmp_beta_1": ("npmp", {"primitives": str(strong_primitives)})}
+            "npmp_beta_1": ("npmp", {"primitives": str(strong_primitives)}),
+            # the shipped beta = 0.1 primitives driven through the AR(1) prior's innovation (priors/reuse.py)
+            "npmp_innovation_beta_0.1": ("npmp", {"latent_mode": "innovation", "latent_scale": "2"}),
+            # ... and KL-regularised (eq 7.2) towards N(0, 0.65^2) pre-squash: 2 tanh(u) then has about the prior's
+            # N(0, 1) innovations (agents/behaviour_prior.py, prior=normal)
+            "npmp_innovation_kl_beta_0.1": ("npmp", {"latent_mode": "innovation", "latent_scale": "2",
+                                                     "prior": "normal", "prior.std": "0.65"})}
 
 
 def condition_beta(name: str) -> float | None:

@@ -10,6 +10,10 @@ pi(a_t|s_t) / pi_0(a_t|s_t, z_t), so everything here is computed on the pre-squa
 Priors return pre-squash means and standard deviations; ``observations`` are the prior's own groups only
 (information asymmetry, §7.4.2: the agent selects them before calling the prior).
 
+- Normal prior: a fixed pi_0(u|s) = N(0, ``std``^2 I) with no parameters: eq 7.2 against a known default behaviour
+  instead of a learned one. Reusing NPMP primitives with the high-level action as the AR(1) prior's innovation
+  (agents/npmp.py ``latent_mode=innovation``), it is the primitives' own latent prior (eq 8.2) seen through the
+  action scale, and keeps the high-level latents where the decoder was trained until the reward says otherwise.
 - MLP prior: pi_0(u|s) = N(mu(s), sigma(s)), analytic KL (eq 7.2's per-step term).
 - LSTM prior (§7.4.3, "a drop-in replacement"): the same Gaussian head on an LSTM over the sequence's prior
   observations. Replayed sequences start mid-episode; the LSTM starts from a zero state at the first replayed step
@@ -35,7 +39,7 @@ from torch.distributions import Normal, kl_divergence
 
 from inference.layers.mlp import bounded_log_std, mlp
 
-KINDS = ("mlp", "lstm", "latent")
+KINDS = ("mlp", "lstm", "latent", "normal")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +51,7 @@ class PriorConfig:
     latent_dim: int = 2
     ar_coef: float = 0.95  # alpha of the AR(1) latent chain (eq 7.5)
     lookahead: int = 3  # k: the inference network sees s_{t:t+k}, a_{t:t+k}
+    std: float = 1.0  # the normal prior's pre-squash standard deviation
 
     def validate(self) -> None:
         if self.kind not in KINDS:
@@ -59,6 +64,8 @@ class PriorConfig:
             raise ValueError("latent_dim must be >= 1 and lookahead >= 0")
         if not 0.0 <= self.ar_coef < 1.0:
             raise ValueError(f"ar_coef must be in [0, 1), got {self.ar_coef}")
+        if not 0.0 < self.std < math.inf:
+            raise ValueError(f"std must be finite and > 0, got {self.std}")
 
 
 def gaussian_head(raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -120,6 +127,14 @@ class GaussianPrior(Prior):
 
     def kl(self, obs, policy_mean, policy_std, actions=None, mask=None, analytic: bool = True):
         return gaussian_kl(policy_mean, policy_std, *self.distribution(obs)), {}
+
+
+class NormalPrior(GaussianPrior):
+    """pi_0(u|s) = N(0, std^2 I) whatever the state: nothing to learn."""
+
+    def distribution(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean = obs.new_zeros(*obs.shape[:-1], self.config.action_dim)
+        return mean, torch.full_like(mean, self.config.std)
 
 
 class MLPPrior(GaussianPrior):
@@ -193,4 +208,4 @@ class LatentPrior(Prior):
 
 def build(config: PriorConfig) -> Prior:
     config.validate()
-    return {"mlp": MLPPrior, "lstm": LSTMPrior, "latent": LatentPrior}[config.kind](config)
+    return {"mlp": MLPPrior, "lstm": LSTMPrior, "latent": LatentPrior, "normal": NormalPrior}[config.kind](config)

@@ -8,6 +8,14 @@ pre-squash, ``"clip"`` to [-1, 1] for NPMP decoders, whose mean is already an ac
 low-level controller is deterministic: the high-level policy's own noise explores (a choice the thesis leaves
 open). Observations, rewards and episode ends pass through unchanged.
 
+``latent_mode="innovation"`` (``ar_coef`` alpha required) makes the action the innovation of the AR(1) prior the
+primitives were distilled with (eq 8.2) instead of z itself: z_t = alpha z_{t-1} + sqrt(1 - alpha^2) * scale *
+action, from z_{-1} = 0 at each reset, and the observation gains the group ``latent`` holding the z of the last step
+(the policy's state must contain z_{t-1}). A policy whose actions are small and noisy then drives the decoder with
+latents like the prior's samples, the neighbourhood the primitives were trained in and in which predictive sampling
+over latents (benchmarks/npmp_prior_samples.py, ``planned``) finds controls that keep the humanoid up and reach
+targets; with the default ``"direct"`` mode z_t = scale * action, whose noise is white from step to step.
+
 Diagnostics: ``info["latent"]`` is the step's z; on an episode's last step ``info["episode_metrics"]`` gains
 ``latent/abs_mean`` (mean |z| over steps and dimensions) and ``latent/std`` (the per-dimension std of z over the
 episode, averaged over dimensions: near 0 for a constant z, 1 for z drawn like the AR(1) marginal).
@@ -25,11 +33,14 @@ import torch
 from priors.io import ModuleFileError
 
 MEAN_TO_ACTION = {"tanh": torch.tanh, "clip": lambda mean: mean.clamp(-1.0, 1.0)}
+LATENT_MODES = ("direct", "innovation")
+LATENT_OBS = "latent"   # the observation group of z_{t-1} in innovation mode
 
 
 class LatentActionEnv(gym.Wrapper):
     def __init__(self, env: gym.Env, decode, latent_dim: int, obs_groups: dict[str, int], scale: float = 3.0,
-                 device: torch.device | str = "cpu", mean_to_action: str = "tanh", action_dim: int | None = None):
+                 device: torch.device | str = "cpu", mean_to_action: str = "tanh", action_dim: int | None = None,
+                 latent_mode: str = "direct", ar_coef: float | None = None):
         super().__init__(env)
         spaces = env.observation_space.spaces
         actual = {g: int(np.prod(spaces[g].shape)) for g in obs_groups if g in spaces}
@@ -41,41 +52,65 @@ class LatentActionEnv(gym.Wrapper):
                                   f"{env.action_space.shape}")
         if mean_to_action not in MEAN_TO_ACTION:
             raise ValueError(f"mean_to_action must be one of {', '.join(MEAN_TO_ACTION)}, got {mean_to_action!r}")
+        if latent_mode not in LATENT_MODES:
+            raise ValueError(f"latent_mode must be one of {', '.join(LATENT_MODES)}, got {latent_mode!r}")
+        if latent_mode == "innovation":
+            if ar_coef is None or not 0.0 <= ar_coef < 1.0:
+                raise ValueError(f"latent_mode=innovation needs the prior's ar_coef in [0, 1), got {ar_coef}")
+            if LATENT_OBS in spaces:
+                raise ValueError(f"the environment already has an observation group {LATENT_OBS!r}")
+            self.observation_space = gym.spaces.Dict({**spaces, LATENT_OBS: gym.spaces.Box(
+                -np.inf, np.inf, (latent_dim,), np.float32)})
         self.decode, self.groups, self.scale, self.device = decode, list(obs_groups), scale, torch.device(device)
         self.to_action = MEAN_TO_ACTION[mean_to_action]
+        self.latent_mode, self.ar_coef, self.latent_dim = latent_mode, ar_coef, latent_dim
         self.action_space = gym.spaces.Box(-1.0, 1.0, (latent_dim,), np.float32)
         self._obs = None
+        self._z = np.zeros(latent_dim, np.float32)   # z_{t-1}
         self._latents: list[np.ndarray] = []
+
+    def _observe(self, obs):
+        return {**obs, LATENT_OBS: self._z.copy()} if self.latent_mode == "innovation" else obs
 
     def reset(self, **kwargs):
         self._obs, info = self.env.reset(**kwargs)
-        self._latents = []
-        return self._obs, info
+        self._latents, self._z = [], np.zeros(self.latent_dim, np.float32)
+        return self._observe(self._obs), info
 
     def latent(self, latent_action: np.ndarray) -> np.ndarray:
-        return self.scale * np.asarray(latent_action, np.float32)
+        """The z this step's action gives (in innovation mode, from the z of the last step)."""
+        scaled = self.scale * np.asarray(latent_action, np.float32)
+        if self.latent_mode == "direct":
+            return scaled
+        a = self.ar_coef
+        return (a * self._z + np.sqrt(1.0 - a * a) * scaled).astype(np.float32)
 
     @torch.no_grad()
-    def low_level_action(self, latent_action: np.ndarray) -> np.ndarray:
+    def decoded_action(self, z: np.ndarray) -> np.ndarray:
+        """The environment action of latent z at the current observation."""
         obs = np.concatenate([np.asarray(self._obs[g], np.float32).ravel() for g in self.groups])
-        z = torch.as_tensor(self.latent(latent_action), device=self.device)
-        mean, _ = self.decode(torch.as_tensor(obs, device=self.device), z)
+        mean, _ = self.decode(torch.as_tensor(obs, device=self.device), torch.as_tensor(z, device=self.device))
         return self.to_action(mean).cpu().numpy()
+
+    def low_level_action(self, latent_action: np.ndarray) -> np.ndarray:
+        return self.decoded_action(self.latent(latent_action))
 
     def get_state(self) -> dict | None:
         """The episode in progress; None where the wrapped environment cannot capture its own."""
         capture = getattr(self.env.unwrapped, "get_state", None)
         inner = capture() if capture is not None else None
-        return None if inner is None else {"env": inner, "obs": self._obs, "latents": list(self._latents)}
+        return None if inner is None else {"env": inner, "obs": self._obs, "latents": list(self._latents),
+                                           "z": self._z.copy()}
 
     def set_state(self, state: dict) -> None:
         """Continue the episode ``get_state`` captured."""
         self.env.unwrapped.set_state(state["env"])
-        self._obs, self._latents = state["obs"], list(state["latents"])
+        self._obs, self._latents, self._z = state["obs"], list(state["latents"]), state["z"].copy()
 
     def step(self, action):
-        self._obs, reward, terminated, truncated, info = self.env.step(self.low_level_action(action))
         z = self.latent(action)
+        self._obs, reward, terminated, truncated, info = self.env.step(self.decoded_action(z))
+        self._z = z
         self._latents.append(z)
         info = {**info, "latent": z}
         if terminated or truncated:
@@ -83,4 +118,4 @@ class LatentActionEnv(gym.Wrapper):
             info["episode_metrics"] = {**info.get("episode_metrics", {}),
                                        "latent/abs_mean": float(np.abs(latents).mean()),
                                        "latent/std": float(latents.std(axis=0).mean())}
-        return self._obs, reward, terminated, truncated, info
+        return self._observe(self._obs), reward, terminated, truncated, info

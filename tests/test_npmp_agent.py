@@ -165,3 +165,43 @@ def test_latent_planner_leaves_the_episode_where_it_was(primitives):
     survived, steps, head_height = upright._score(np.zeros((5, 4), np.float32))
     assert steps >= 1 and 0.0 < head_height < 2.5   # ranked by the head's height in metres where the candidate ends
     env.close()
+
+
+def test_innovation_latents_follow_the_ar1_prior_and_are_observed(primitives):
+    model, meta = load_primitives(primitives)
+    alpha = model.config.ar_coef
+    env = LatentActionEnv(envs.make("humanoid", seed=0), model.decode, model.config.latent_dim, meta["obs_groups"],
+                          scale=2.0, mean_to_action="clip", action_dim=model.config.action_dim,
+                          latent_mode="innovation", ar_coef=alpha)
+    assert env.observation_space["latent"].shape == (4,)
+    obs, _ = env.reset(seed=0)
+    assert np.array_equal(obs["latent"], np.zeros(4, np.float32))   # z_{-1} = 0 at every reset
+    actions = np.random.default_rng(1).uniform(-1, 1, size=(3, 4)).astype(np.float32)
+    z = np.zeros(4, np.float32)
+    for a in actions:
+        obs, *_ = env.step(a)
+        z = alpha * z + np.sqrt(1 - alpha**2) * 2.0 * a   # eq 8.2 with the action as the innovation
+        np.testing.assert_allclose(obs["latent"], z, rtol=1e-5, atol=1e-6)
+    captured = env.get_state()
+    after, *_ = env.step(actions[0])
+    env.set_state(captured)
+    again, *_ = env.step(actions[0])
+    assert np.array_equal(after["latent"], again["latent"]) and np.array_equal(after["proprio"], again["proprio"])
+    with pytest.raises(ValueError, match="ar_coef"):
+        LatentActionEnv(envs.make("humanoid", seed=0), model.decode, 4, meta["obs_groups"], latent_mode="innovation")
+    env.close()
+
+
+def test_npmp_innovation_mode_trains_and_rejects_unknown_modes(primitives, tmp_path, capsys):
+    def run(mode):
+        return train.main(["--env", "humanoid", "--agent", "npmp", "--steps", "120", "--logdir",
+                           str(tmp_path / mode), "--set", f"primitives={primitives}", "--set", f"latent_mode={mode}",
+                           "--eval-every", "1000", *SMALL])
+
+    assert run("innovation") == 0, capsys.readouterr().err
+    assert "loss/critic" in scalars(tmp_path / "innovation")   # the policy, observing z_{t-1}, learned
+    capsys.readouterr()
+    assert run("white") == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "latent_mode must be one of" in lines[0], lines
+    assert not (tmp_path / "white").exists()

@@ -39,10 +39,10 @@ def batch(B=6, K=4, seed=0) -> dict[str, torch.Tensor]:
             "discount": torch.ones(B, K), "mask": mask}
 
 
-@pytest.mark.parametrize("kind", ["mlp", "lstm"])
+@pytest.mark.parametrize("kind", ["mlp", "lstm", "normal"])
 def test_analytic_kl_matches_monte_carlo_of_the_squashed_policies(kind):
     """KL(pi || pi_0) computed on the pre-squash Gaussians equals E_pi[log pi(a) - log pi_0(a)] over tanh actions."""
-    prior = priors.build(PriorConfig(kind, 5, 2, (16, 16)))
+    prior = priors.build(PriorConfig(kind, 5, 2, (16, 16), std=0.7))
     obs = torch.randn(3, 4, 5)
     p_mean, p_std = torch.randn(3, 4, 2), torch.rand(3, 4, 2) + 0.2
     analytic, _ = prior.kl(obs, p_mean, p_std)
@@ -254,3 +254,18 @@ def test_train_cli_multitask_ant_with_an_asymmetric_prior_logs_kl_and_per_task_r
     assert any(tag.startswith("train/episode_return/") for tag in tags)  # per-task returns
     meta = json.loads((run_dir / "prior" / "meta.json").read_text())  # exported for transfer
     assert meta["obs_groups"] == {"proprio": 153}
+
+
+def test_the_normal_prior_is_fixed_and_pulls_the_policy_to_its_mean():
+    """prior=normal: N(0, std^2) whatever the state, no parameters and no optimiser; its KL is zero for a policy equal
+    to it and grows with the policy's mean, so eq 7.2 pulls the policy's actions towards 0."""
+    a = agent("normal", std=0.5)
+    assert a.behaviour_prior.optimiser is None and not list(a.behaviour_prior.prior.parameters())
+    obs = torch.randn(2, 3, 5)
+    kl = lambda mean: a.behaviour_prior.prior.kl(obs, torch.full((2, 3, 2), mean), torch.full((2, 3, 2), 0.5))[0]
+    torch.testing.assert_close(kl(0.0), torch.zeros(2, 3))
+    torch.testing.assert_close(kl(1.0), torch.full((2, 3), 2 * 0.5 / 0.25))   # sum over 2 dims of mean^2 / (2 std^2)
+    metrics = a.update(batch())
+    assert metrics["prior/kl_target"] >= 0 and "loss/prior" not in metrics
+    with pytest.raises(ConfigError, match="prior.std"):
+        SVG0Config(prior=PriorSection(kind="normal", std=0.0)).validate()
