@@ -154,6 +154,8 @@ def latent_episodes(primitives: Path, latents: str, episodes: int, start: str, p
             chain = ar1_chain(limit, 1, c.latent_dim, c.ar_coef, generator)[0].numpy()
             act = chain.__getitem__
         out.append(episode(env, act, seed))
+        if latents == "planned":   # minutes per episode: say how each went
+            print(f"  planned episode {seed}: {out[-1]}", flush=True)
     env.close()
     return out
 
