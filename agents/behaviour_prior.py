@@ -94,7 +94,7 @@ class BehaviourPrior:
                 section.latent_ar_coef, section.latent_lookahead, section.std)).to(device)
         self.target_prior = frozen_copy(self.prior)
         self.optimiser = None
-        if section.trainable and any(True for _ in self.prior.parameters()):   # the normal prior has none
+        if section.trainable and next(self.prior.parameters(), None) is not None:   # the normal prior has none
             self.optimiser = torch.optim.Adam(self.prior.parameters(), lr=section.lr)
         else:
             self.prior.requires_grad_(False)

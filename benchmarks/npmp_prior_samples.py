@@ -11,8 +11,8 @@ rest AR(1) continuations of the current z -- are each run from a capture of the 
 not fallen, then most steps survived, then most return, then nearest the target; ``--objective upright``: not fallen,
 then most steps, then the highest head at the candidate's end). ``planned`` bounds from above what a high-level
 policy could get out of the primitives with this much search: if it falls too, the primitives, not the learner,
-limit reuse. Next to them, the body without primitives: ``hold-pose`` commands every servo to its
-start angle.
+limit reuse (opt-in: ``--latents planned``, seconds of a core per step). Next to them, the body without
+primitives: ``hold-pose`` commands every servo to its start angle.
 Reported per condition: steps before the fall (the episode ends when the head drops below 0.95 m; 833 steps is the
 25 s limit), planar distance from the start, and how many episodes earned any return (came within 1 m of the
 target) and reached targets: the chance level of the task, against which learning is judged. A high-level policy
@@ -189,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_prior_samples.json")
     p.add_argument("--start", choices=STARTS, default="mocap",
                    help="how episodes start (envs/locomotion.py; the humanoid task's own: mocap)")
-    p.add_argument("--latents", choices=LATENTS, nargs="+", default=list(LATENTS), help="where z_t comes from")
+    p.add_argument("--latents", choices=LATENTS, nargs="+", default=["prior", "zero"],
+                   help="where z_t comes from (planned costs seconds per step: ask for it)")
     p.add_argument("--candidates", type=int, default=32, help="planned: latent sequences tried per replanning")
     p.add_argument("--horizon", type=int, default=30, help="planned: steps each candidate is run for")
     p.add_argument("--replan-every", type=int, default=3, help="planned: steps between replannings")
