@@ -94,8 +94,10 @@ def _crossed(every: int, before: int, after: int) -> bool:
 def make_run_env(env_name: str, action_repeat: int, agent: str, agent_config, device: str, seed: int):
     """A run's environment, wrapped by the agent where it acts through something else (a frozen low-level controller
     whose latent input is the agent's action: ``wrap_env``). Module-level, so worker processes can build it."""
-    env = envs.make(env_name, seed=seed, action_repeat=action_repeat)
-    return agents.agent_class(agent).wrap_env(env, agent_config, torch.device(device))
+    cls = agents.agent_class(agent)
+    controller = cls.acts_through_controller(agent_config)   # then the controller, not the env, repeats
+    env = envs.make(env_name, seed=seed, action_repeat=1 if controller else action_repeat)
+    return cls.wrap_env(env, agent_config, torch.device(device), action_repeat if controller else 1)
 
 
 

@@ -364,7 +364,7 @@ class MPCAgent(AgentBase):
         self.action_dim = int(action_space.shape[0])
 
     @staticmethod
-    def wrap_env(env, config: MPCAgentConfig, device):
+    def wrap_env(env, config: MPCAgentConfig, device, action_repeat: int = 1):
         from envs.mocap.tracking import TrackingEnv
 
         if not isinstance(env, TrackingEnv):

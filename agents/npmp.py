@@ -12,6 +12,9 @@ no high-level architecture or hyperparameters, so svg0's defaults apply. ``--age
 - ``latent_mode=innovation``: the action is instead the AR(1) prior's innovation, z_t = alpha z_{t-1} +
   sqrt(1 - alpha^2) * latent_scale * action, and the policy observes z_{t-1} (a choice the thesis leaves open;
   docs/npmp.md measures both);
+- ``--action-repeat k`` holds each high-level action for k control steps while the decoder acts on every one of them
+  from the state it is in (the env's own repeat would hold the decoder's action open loop): the high-level policy
+  decides every k-th step, z held (direct) or driven by the held innovation (innovation), the rewards summed;
 - the decoder reads the observation groups it was trained on (the primitives' ``obs_groups``, the CMU humanoid's
   ``proprio``); the high-level policy sees every group of the environment (proprioception and the task);
 - ``primitives`` (default: the primitives shipped in data/primitives/npmp) names the primitives directory; a
@@ -55,13 +58,17 @@ class NPMPAgent(SVG0Agent):
     Config = NPMPAgentConfig
 
     @staticmethod
-    def wrap_env(env, config: NPMPAgentConfig, device):
+    def acts_through_controller(config: NPMPAgentConfig) -> bool:
+        return True
+
+    @staticmethod
+    def wrap_env(env, config: NPMPAgentConfig, device, action_repeat: int = 1):
         """The environment as the high-level policy sees it: actions are the frozen decoder's latents."""
         try:
             model, meta = load_primitives(config.primitives, device)
             return LatentActionEnv(env, model.decode, model.config.latent_dim, meta["obs_groups"],
                                    config.latent_scale, device, mean_to_action="clip",
                                    action_dim=model.config.action_dim, latent_mode=config.latent_mode,
-                                   ar_coef=model.config.ar_coef)
+                                   ar_coef=model.config.ar_coef, repeat=action_repeat)
         except ModuleFileError as e:
             raise ConfigError(f"primitives: {e}") from None

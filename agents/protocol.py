@@ -92,6 +92,13 @@ class AgentBase:
         self.load_state_dict(state)
 
     @staticmethod
-    def wrap_env(env, config, device):
-        """The environment the agent acts in: ``env`` itself, or a wrapper (a frozen low-level controller)."""
+    def acts_through_controller(config) -> bool:
+        """Whether ``wrap_env`` puts a frozen low-level controller between the agent and the environment; such a
+        controller must see every control step, so the run's action repeat is the wrapper's, not the env's."""
+        return False
+
+    @staticmethod
+    def wrap_env(env, config, device, action_repeat: int = 1):
+        """The environment the agent acts in: ``env`` itself, or a wrapper (a frozen low-level controller) that
+        holds each of the agent's actions for ``action_repeat`` control steps."""
         return env

@@ -186,7 +186,11 @@ class SVG0Agent(AgentBase):
         self.updates = 0
 
     @staticmethod
-    def wrap_env(env, config: SVG0Config, device):
+    def acts_through_controller(config: SVG0Config) -> bool:
+        return bool(config.latent_controller)
+
+    @staticmethod
+    def wrap_env(env, config: SVG0Config, device, action_repeat: int = 1):
         """Latent-space reuse: the policy acts through a saved latent prior's frozen decoder."""
         if not config.latent_controller:
             return env
@@ -200,7 +204,7 @@ class SVG0Agent(AgentBase):
         prior.requires_grad_(False)
         try:
             return LatentActionEnv(env, prior.decode, prior.config.latent_dim, meta["obs_groups"],
-                                   config.latent_scale, device)
+                                   config.latent_scale, device, repeat=action_repeat)
         except priors.ModuleFileError as e:
             raise ConfigError(f"latent_controller: {e}") from None
 

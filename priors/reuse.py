@@ -16,6 +16,11 @@ latents like the prior's samples, the neighbourhood the primitives were trained 
 over latents (benchmarks/npmp_prior_samples.py, ``planned``) finds controls that keep the humanoid up and reach
 targets; with the default ``"direct"`` mode z_t = scale * action, whose noise is white from step to step.
 
+``repeat = k`` holds each action for k control steps (a high-level policy that decides every k-th step): on each,
+z is recomputed from the held action (held itself in direct mode, an AR(1) step with the held innovation in
+innovation mode) and decoded against that step's observation, so the controller stays closed loop; the rewards are
+summed and the repeat stops at the episode's end, as an environment's own action repeat does.
+
 Diagnostics: ``info["latent"]`` is the step's z; on an episode's last step ``info["episode_metrics"]`` gains
 ``latent/abs_mean`` (mean |z| over steps and dimensions) and ``latent/std`` (the per-dimension std of z over the
 episode, averaged over dimensions: near 0 for a constant z, 1 for z drawn like the AR(1) marginal).
@@ -40,7 +45,7 @@ LATENT_OBS = "latent"   # the observation group of z_{t-1} in innovation mode
 class LatentActionEnv(gym.Wrapper):
     def __init__(self, env: gym.Env, decode, latent_dim: int, obs_groups: dict[str, int], scale: float = 3.0,
                  device: torch.device | str = "cpu", mean_to_action: str = "tanh", action_dim: int | None = None,
-                 latent_mode: str = "direct", ar_coef: float | None = None):
+                 latent_mode: str = "direct", ar_coef: float | None = None, repeat: int = 1):
         super().__init__(env)
         spaces = env.observation_space.spaces
         actual = {g: int(np.prod(spaces[g].shape)) for g in obs_groups if g in spaces}
@@ -54,6 +59,8 @@ class LatentActionEnv(gym.Wrapper):
             raise ValueError(f"mean_to_action must be one of {', '.join(MEAN_TO_ACTION)}, got {mean_to_action!r}")
         if latent_mode not in LATENT_MODES:
             raise ValueError(f"latent_mode must be one of {', '.join(LATENT_MODES)}, got {latent_mode!r}")
+        if not isinstance(repeat, int) or repeat < 1:
+            raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
         if latent_mode == "innovation":
             if ar_coef is None or not 0.0 <= ar_coef < 1.0:
                 raise ValueError(f"latent_mode=innovation needs the prior's ar_coef in [0, 1), got {ar_coef}")
@@ -65,6 +72,9 @@ class LatentActionEnv(gym.Wrapper):
         self.to_action = MEAN_TO_ACTION[mean_to_action]
         self.latent_mode, self.ar_coef, self.latent_dim = latent_mode, ar_coef, latent_dim
         self.action_space = gym.spaces.Box(-1.0, 1.0, (latent_dim,), np.float32)
+        self.repeat = repeat
+        if repeat > 1 and "render_fps" in env.metadata:   # one frame per decision in videos
+            self.metadata = {**env.metadata, "render_fps": max(1, round(env.metadata["render_fps"] / repeat))}
         self._obs = None
         self._z = np.zeros(latent_dim, np.float32)   # z_{t-1}
         self._latents: list[np.ndarray] = []
@@ -108,10 +118,15 @@ class LatentActionEnv(gym.Wrapper):
         self._obs, self._latents, self._z = state["obs"], list(state["latents"]), state["z"].copy()
 
     def step(self, action):
-        z = self.latent(action)
-        self._obs, reward, terminated, truncated, info = self.env.step(self.decoded_action(z))
-        self._z = z
-        self._latents.append(z)
+        reward = 0.0
+        for _ in range(self.repeat):
+            z = self.latent(action)
+            self._obs, r, terminated, truncated, info = self.env.step(self.decoded_action(z))
+            reward += r
+            self._z = z
+            self._latents.append(z)
+            if terminated or truncated:
+                break
         info = {**info, "latent": z}
         if terminated or truncated:
             latents = np.stack(self._latents)

@@ -176,6 +176,46 @@ def test_moving_target_rewards_each_step_on_target_and_respawns_after_10_consecu
     assert objective.episode_metrics() == {"task/targets_reached": 1.0}   # the first five steps were not enough
 
 
+def test_moving_target_progress_term_pays_the_metres_gained_and_restarts_at_a_respawn():
+    env = envs.make("ant-moving-target", seed=5, progress_weight=2.0)
+    env.reset()
+    objective, physics, zero = env.task.objective, env.physics, np.zeros(8)
+    root = env.task.root_position(physics)[:2]
+    objective.set_position(physics, 0, root + [3.0, 0.0])
+    objective.distance = 3.0                                   # as if the reset had put it there
+    objective.set_position(physics, 0, root + [2.5, 0.0])      # the target comes 0.5 m closer during the step
+    _, reward, *_ = env.step(zero)
+    moved = np.linalg.norm(env.task.root_position(physics)[:2] - root)
+    assert reward == pytest.approx(2.0 * (3.0 - objective.distance)) and abs(objective.distance - 2.5) <= moved + 1e-9
+    objective.set_position(physics, 0, env.task.root_position(physics)[:2])   # on it: 1 plus the progress
+    rewards = [env.step(zero)[1] for _ in range(locomotion.STEPS_BEFORE_RESPAWN)]
+    assert rewards[0] > 1.0 + 2.0 * 2.0 and rewards[1:] == pytest.approx([1.0] * 9, abs=0.05)
+    # the respawn resets the distance to the new target: no penalty for the jump
+    assert objective.targets_reached == 1 and objective.distance >= locomotion.MIN_TARGET_DISTANCE
+    assert abs(env.step(zero)[1]) < 0.05
+
+
+def test_alive_bonus_is_paid_on_every_step():
+    env = envs.make("ant-moving-target", seed=5, alive_bonus=0.25)
+    env.reset()
+    objective, physics = env.task.objective, env.physics
+    objective.set_position(physics, 0, env.task.root_position(physics)[:2] + [3.0, 0.0])
+    assert [env.step(np.zeros(8))[1] for _ in range(3)] == [0.25] * 3   # off the target, standing still
+
+
+def test_shaping_options_are_checked_and_only_for_the_moving_target():
+    for key in ("progress_weight", "alive_bonus"):
+        with pytest.raises(EnvError, match=f"{key} must be"):
+            envs.make("ant-moving-target", **{key: -1.0})
+        with pytest.raises(EnvError, match="moving-target task only"):
+            envs.make("ant-walk", **{key: 1.0})
+    shaped = {name: envs.make(name, seed=0).task.objective
+              for name in ("humanoid", "humanoid-progress", "humanoid-alive", "humanoid-shaped")}
+    assert {name: (o.progress_weight, o.alive_bonus) for name, o in shaped.items()} == {
+        "humanoid": (0.0, 0.0), "humanoid-progress": (5.0, 0.0), "humanoid-alive": (0.0, 1.0),
+        "humanoid-shaped": (5.0, 0.2)}
+
+
 def test_moving_target_episode_is_25s():
     env = envs.make("ant-moving-target", seed=6)
     env.reset()
@@ -247,7 +287,7 @@ def test_train_list_shows_the_names():
     assert result.returncode == 0, result.stderr
     for name in locomotion.names():
         assert name in result.stdout
-    assert len(locomotion.names()) == 3 * 5 + 2  # walkers x (3 Ch 7 tasks, target-speed, multitask) + 2 aliases
+    assert len(locomotion.names()) == 3 * 5 + 5  # walkers x (3 Ch 7 tasks, target-speed, multitask) + 5 aliases
     assert envs.make("humanoid", seed=0).observation_space["task"].shape == (3,)
     assert envs.make("jumping_ball-target-speed", seed=0).observation_space["task"].shape == (1,)
 

@@ -192,6 +192,48 @@ def test_innovation_latents_follow_the_ar1_prior_and_are_observed(primitives):
     env.close()
 
 
+def test_repeat_keeps_the_decoder_closed_loop_on_every_control_step(primitives):
+    """A held high-level action equals k single steps with the same action: the decoder re-reads every state."""
+    model, meta = load_primitives(primitives)
+
+    def env(repeat):
+        return LatentActionEnv(envs.make("humanoid", seed=0), model.decode, model.config.latent_dim,
+                               meta["obs_groups"], scale=2.0, mean_to_action="clip",
+                               action_dim=model.config.action_dim, latent_mode="innovation",
+                               ar_coef=model.config.ar_coef, repeat=repeat)
+
+    held, single = env(3), env(1)
+    held.reset(seed=2)
+    single.reset(seed=2)
+    action = np.random.default_rng(0).uniform(-1, 1, size=4).astype(np.float32)
+    obs, reward, terminated, _, info = held.step(action)
+    total = 0.0
+    for _ in range(3):
+        expected, r, done, *_ = single.step(action)
+        total += r
+        if done:
+            break
+    assert np.array_equal(obs["proprio"], expected["proprio"]) and np.array_equal(obs["latent"], expected["latent"])
+    assert reward == pytest.approx(total) and held.metadata["render_fps"] == 11   # 33 control steps/s, 1 in 3
+    with pytest.raises(ValueError, match="repeat"):
+        env(0)
+    held.close()
+    single.close()
+
+
+def test_npmp_action_repeat_is_the_controllers_and_counts_env_steps(primitives, tmp_path):
+    """--action-repeat on npmp holds the latent, not the decoder's action; the run still counts control steps."""
+    from agents.loop import make_run_env
+
+    config = apply_overrides(NPMPAgentConfig(), {"primitives": str(primitives)})
+    env = make_run_env("humanoid", 3, "npmp", config, "cpu", 0)
+    assert env.repeat == 3 and env.unwrapped.action_repeat == 1
+    env.close()
+    assert train.main(["--env", "humanoid", "--agent", "npmp", "--steps", "60", "--action-repeat", "3",
+                       "--logdir", str(tmp_path / "r"), "--set", f"primitives={primitives}", "--eval-every",
+                       "1000", *SMALL]) == 0
+
+
 def test_npmp_innovation_mode_trains_and_rejects_unknown_modes(primitives, tmp_path, capsys):
     def run(mode):
         return train.main(["--env", "humanoid", "--agent", "npmp", "--steps", "120", "--logdir",
