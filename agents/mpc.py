@@ -365,6 +365,7 @@ class MPCAgent(AgentBase):
 
     @staticmethod
     def wrap_env(env, config: MPCAgentConfig, device, action_repeat: int = 1):
+        assert action_repeat == 1, "mpc acts directly: the environment repeats"
         from envs.mocap.tracking import TrackingEnv
 
         if not isinstance(env, TrackingEnv):

@@ -100,5 +100,7 @@ class AgentBase:
     @staticmethod
     def wrap_env(env, config, device, action_repeat: int = 1):
         """The environment the agent acts in: ``env`` itself, or a wrapper (a frozen low-level controller) that
-        holds each of the agent's actions for ``action_repeat`` control steps."""
+        holds each of the agent's actions for ``action_repeat`` control steps (only where
+        ``acts_through_controller``; otherwise the environment itself repeats and this is 1)."""
+        assert action_repeat == 1, "only an agent that acts through a controller repeats in its wrapper"
         return env

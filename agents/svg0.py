@@ -186,12 +186,9 @@ class SVG0Agent(AgentBase):
         self.updates = 0
 
     @staticmethod
-    def acts_through_controller(config: SVG0Config) -> bool:
-        return bool(config.latent_controller)
-
-    @staticmethod
     def wrap_env(env, config: SVG0Config, device, action_repeat: int = 1):
-        """Latent-space reuse: the policy acts through a saved latent prior's frozen decoder."""
+        """Latent-space reuse: the policy acts through a saved latent prior's frozen decoder. The environment keeps
+        the run's action repeat: a Ch 7 latent prior's decoder was learned at its source run's decision rate."""
         if not config.latent_controller:
             return env
         try:
@@ -204,7 +201,7 @@ class SVG0Agent(AgentBase):
         prior.requires_grad_(False)
         try:
             return LatentActionEnv(env, prior.decode, prior.config.latent_dim, meta["obs_groups"],
-                                   config.latent_scale, device, repeat=action_repeat)
+                                   config.latent_scale, device)
         except priors.ModuleFileError as e:
             raise ConfigError(f"latent_controller: {e}") from None
 

@@ -19,7 +19,10 @@ Names are ``<walker>-<task>``:
     the goal's position relative to the walker and every target's relative position, all in the walker's
     egocentric frame (3 + 3K).
   - ``moving-target`` (sparse, 25 s): one target; r = 1 on every step the walker is within 1 m of it; after 10
-    consecutive on-target steps the target respawns elsewhere. Task features: its egocentric position (3).
+    consecutive on-target steps the target respawns elsewhere. Task features: its egocentric position (3). Two
+    dense terms, off by default and not the thesis's: ``progress_weight`` w adds w times the metres each step
+    brought the walker closer to its target (negative when it moved away; a respawn starts a new distance, not a
+    penalty), ``alive_bonus`` b adds b on every step (the step of a fall included).
   - ``target-speed`` (dense, 20 s; seed 000 §8.4 (iii), Fig 8.6b, not a Ch 7 task): "random changing target
     speed, Gaussian reward centred at the target speed". The target speed v* is drawn uniformly from
     ``SPEED_RANGE[walker]`` (cmu_humanoid 0..4 m/s: standing, walking, jogging and the slower runs; the shipped CMU
@@ -41,9 +44,9 @@ Names are ``<walker>-<task>``:
 - Aliases (seed 000 §8.4 reuse tasks, for ``--agent npmp``): ``humanoid`` = ``cmu_humanoid-moving-target`` with
   ``fall_termination=True`` and ``start="mocap"`` (Fig 8.6a: go-to-target where the target moves to a random spot,
   here at least 2 m from the walker anywhere in the 8 m square, after the walker has been on it for 10 steps; a
-  fallen humanoid cannot get up, so the episode ends, and the falls are counted), ``humanoid-shaped`` = the same
-  with ``progress_weight=5`` (``moving-target`` only: r also gets w times the metres each step brought the walker
-  closer to its target; a departure from the thesis's sparse reward, measured in docs/npmp.md), ``humanoid-speed`` =
+  fallen humanoid cannot get up, so the episode ends, and the falls are counted); ``humanoid-progress``,
+  ``humanoid-alive`` and ``humanoid-shaped`` = the same with ``progress_weight=5``, with ``alive_bonus=1``, and with
+  both at 5 and 0.2 (departures from the thesis's sparse reward, measured in docs/npmp.md); ``humanoid-speed`` =
   ``cmu_humanoid-target-speed``.
 - The walker starts at a uniformly random position and heading (the thesis: "randomly initialised"), by default in
   its upright default pose at rest (``start="stand"``). ``start="mocap"`` (cmu_humanoid only; the ``humanoid`` alias
@@ -301,7 +304,9 @@ class MovingTarget(_Targets):
     step brought the walker closer to the target it was heading for (negative when it moved away). That term is
     not the thesis's (its reward is sparse); it telescopes to w (d_start - d_end) per target, so it rewards
     approaching without paying for loitering, and a respawned target starts a new distance rather than a penalty.
-    ``alive_bonus`` b > 0 adds b on every step (where falls end the episode: b per step before the fall)."""
+    ``alive_bonus`` b > 0 adds b on every step, the step of a fall included (where falls end the episode, b times
+    the episode's length). Under fall termination the fall's own step still earns its progress: falling towards the
+    target is paid, and only the lost future costs."""
 
     name, time_limit, feature_size = "moving-target", 25.0, 3
     episode_fields = (*Objective.episode_fields, "steps_on_target", "targets_reached", "distance")
@@ -310,7 +315,12 @@ class MovingTarget(_Targets):
         super().__init__(1)
         self.progress_weight, self.alive_bonus = progress_weight, alive_bonus
         self.steps_on_target = self.targets_reached = 0
-        self.distance = 0.0   # planar distance to the target after the last step (or the reset)
+        self.distance: float | None = 0.0   # planar distance to the target after the last step (or the reset)
+
+    def set_state(self, state: dict) -> None:
+        # episodes captured before the progress term (older checkpoints) lack the distance: the step after such a
+        # restore earns no progress
+        super().set_state({"distance": None, **state})
 
     def planar_distance(self, task, physics) -> float:
         return float(np.linalg.norm(self.positions(physics)[0, :2] - task.root_position(physics)[:2]))
@@ -328,7 +338,8 @@ class MovingTarget(_Targets):
     def after_step(self, task, physics, random_state):
         on = self.on_target(task, physics, 0)
         distance = self.planar_distance(task, physics)
-        self.reward = (1.0 if on else 0.0) + self.progress_weight * (self.distance - distance) + self.alive_bonus
+        progress = 0.0 if self.distance is None else self.distance - distance
+        self.reward = (1.0 if on else 0.0) + self.progress_weight * progress + self.alive_bonus
         self.steps_on_target = self.steps_on_target + 1 if on else 0
         if self.steps_on_target >= STEPS_BEFORE_RESPAWN:
             # before the observation is taken, so the agent sees the new target on the step that moved it

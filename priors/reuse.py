@@ -6,7 +6,7 @@ N(0, I), so scale 3 covers +-3 standard deviations), and the environment receive
 current observation, made an action by ``mean_to_action``: ``"tanh"`` for the Ch 7 latent prior, whose mean is
 pre-squash, ``"clip"`` to [-1, 1] for NPMP decoders, whose mean is already an action (priors/npmp/model.py). The
 low-level controller is deterministic: the high-level policy's own noise explores (a choice the thesis leaves
-open). Observations, rewards and episode ends pass through unchanged.
+open). Observations, rewards and episode ends pass through unchanged (rewards summed over a ``repeat``, below).
 
 ``latent_mode="innovation"`` (``ar_coef`` alpha required) makes the action the innovation of the AR(1) prior the
 primitives were distilled with (eq 8.2) instead of z itself: z_t = alpha z_{t-1} + sqrt(1 - alpha^2) * scale *
@@ -21,9 +21,10 @@ z is recomputed from the held action (held itself in direct mode, an AR(1) step 
 innovation mode) and decoded against that step's observation, so the controller stays closed loop; the rewards are
 summed and the repeat stops at the episode's end, as an environment's own action repeat does.
 
-Diagnostics: ``info["latent"]`` is the step's z; on an episode's last step ``info["episode_metrics"]`` gains
-``latent/abs_mean`` (mean |z| over steps and dimensions) and ``latent/std`` (the per-dimension std of z over the
-episode, averaged over dimensions: near 0 for a constant z, 1 for z drawn like the AR(1) marginal).
+Diagnostics: ``info["latent"]`` is the step's z (with a repeat, that of its last control step); on an episode's
+last step ``info["episode_metrics"]`` gains ``latent/abs_mean`` (mean |z| over steps and dimensions) and
+``latent/std`` (the per-dimension std of z over the episode, averaged over dimensions: near 0 for a constant z, 1
+for z drawn like the AR(1) marginal).
 
 ``get_state``/``set_state`` capture and restore the episode in progress (the wrapped environment's capture,
 envs/dmc.py, with the observation the next latent is decoded against), so a planner can try latents with the

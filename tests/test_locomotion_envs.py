@@ -181,8 +181,8 @@ def test_moving_target_progress_term_pays_the_metres_gained_and_restarts_at_a_re
     env.reset()
     objective, physics, zero = env.task.objective, env.physics, np.zeros(8)
     root = env.task.root_position(physics)[:2]
-    objective.set_position(physics, 0, root + [3.0, 0.0])
-    objective.distance = 3.0                                   # as if the reset had put it there
+    assert objective.distance == pytest.approx(np.linalg.norm(objective.positions(physics)[0, :2] - root))  # reset
+    objective.distance = 3.0                                   # as if the reset had put it 3 m away
     objective.set_position(physics, 0, root + [2.5, 0.0])      # the target comes 0.5 m closer during the step
     _, reward, *_ = env.step(zero)
     moved = np.linalg.norm(env.task.root_position(physics)[:2] - root)
@@ -193,6 +193,23 @@ def test_moving_target_progress_term_pays_the_metres_gained_and_restarts_at_a_re
     # the respawn resets the distance to the new target: no penalty for the jump
     assert objective.targets_reached == 1 and objective.distance >= locomotion.MIN_TARGET_DISTANCE
     assert abs(env.step(zero)[1]) < 0.05
+
+
+def test_progress_term_survives_capture_and_restore_and_older_captures():
+    env = envs.make("ant-moving-target", seed=7, progress_weight=3.0)
+    env.reset()
+    zero = np.ones(8) * 0.3
+    for _ in range(3):
+        env.step(zero)
+    captured = env.get_state()
+    first = [env.step(zero)[1] for _ in range(4)]
+    env.set_state(captured)
+    assert [env.step(zero)[1] for _ in range(4)] == first and any(r != 0.0 for r in first)
+    # an episode captured before the progress term existed (no distance): the next step earns no progress
+    old = {**captured, "task": {**captured["task"], "objective": {
+        k: v for k, v in captured["task"]["objective"].items() if k != "distance"}}}
+    env.set_state(old)
+    assert env.step(zero)[1] == 0.0 and env.step(zero)[1] == pytest.approx(first[1])
 
 
 def test_alive_bonus_is_paid_on_every_step():
@@ -209,6 +226,7 @@ def test_shaping_options_are_checked_and_only_for_the_moving_target():
             envs.make("ant-moving-target", **{key: -1.0})
         with pytest.raises(EnvError, match="moving-target task only"):
             envs.make("ant-walk", **{key: 1.0})
+    assert envs.make("humanoid-progress", seed=0, progress_weight=0.0).task.objective.progress_weight == 0.0
     shaped = {name: envs.make(name, seed=0).task.objective
               for name in ("humanoid", "humanoid-progress", "humanoid-alive", "humanoid-shaped")}
     assert {name: (o.progress_weight, o.alive_bonus) for name, o in shaped.items()} == {

@@ -231,7 +231,10 @@ def test_npmp_action_repeat_is_the_controllers_and_counts_env_steps(primitives, 
     env.close()
     assert train.main(["--env", "humanoid", "--agent", "npmp", "--steps", "60", "--action-repeat", "3",
                        "--logdir", str(tmp_path / "r"), "--set", f"primitives={primitives}", "--eval-every",
-                       "1000", *SMALL]) == 0
+                       "1000", "--checkpoint-every", "60", *SMALL, "--set", "learning_starts=5"]) == 0
+    state = json.loads((tmp_path / "r" / "checkpoints" / "step-000000060" / "state.json").read_text())
+    counters = state["counters"]   # 20 decisions of 3 control steps each (as the env's own repeat is counted)
+    assert counters["env_steps"] == 60 and counters["actor_steps"] == 20
 
 
 def test_npmp_innovation_mode_trains_and_rejects_unknown_modes(primitives, tmp_path, capsys):

@@ -233,3 +233,16 @@ def test_shipped_strong_primitives_are_the_beta_1_counterpart_in_float16():
         {k: v for k, v in shipped["config"].items() if k != "beta"}
     assert meta["clips"] == shipped["clips"] and meta["held_out"] == shipped["held_out"]
     assert {"train", "held_out"} <= set(meta["evaluation"])
+
+
+def test_benchmark_report_refuses_another_step_count_and_keeps_the_runs(tmp_path, capsys):
+    """Rebuilding a summary with the wrong --steps must not drop the runs the file holds."""
+    from benchmarks import npmp as bench
+
+    output = tmp_path / "npmp.json"
+    output.write_text(json.dumps({"steps": 150, "runs": {"scratch|seed=0|steps=150": {"curve": []}}}))
+    before = output.read_text()
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--report", "--output", str(output), "--pipeline-dir", str(tmp_path)])
+    assert exit_info.value.code == 2 and "pass --steps 150" in capsys.readouterr().err
+    assert output.read_text() == before
