@@ -1,9 +1,9 @@
 """Reuse of neural probabilistic motor primitives (seed 000 Ch 8, §8.4 "Reuse"; ../shared/research/seed000.md §8).
 
 The frozen NPMP decoder pi(a_t | s_t, z_t) (priors/npmp) is the low-level controller; a new high-level policy
-outputs z_t every step (every k-th with ``--action-repeat k``, below) and is trained by SVG(0) + Retrace (agents/svg0.py, Alg 9) -- the thesis's setup, which gives
-no high-level architecture or hyperparameters, so svg0's defaults apply. ``--agent npmp`` is svg0 acting through
-``priors.reuse.LatentActionEnv``:
+outputs z_t every step (every k-th with ``--action-repeat k``, below) and is trained by SVG(0) + Retrace
+(agents/svg0.py, Alg 9) -- the thesis's setup, which gives no high-level architecture or hyperparameters, so svg0's
+defaults apply. ``--agent npmp`` is svg0 acting through ``priors.reuse.LatentActionEnv``:
 - z_t = ``latent_scale`` * (the policy's action in [-1, 1]); the AR(1) prior's marginal is N(0, I), so the default
   scale 3 (svg0's, shared with Ch 7's latent-space reuse) lets the policy reach +-3 standard deviations;
 - the environment receives clip(decoder mean, -1, 1): the decoder was trained on actions in [-1, 1] without
