@@ -18,7 +18,8 @@ The controller (``TrackingPlanner``), at every control step t of a ``humanoid-tr
    ``threads`` threads), one call per control step because the feedback reads each candidate's state;
 5. scores each candidate by the CoMic tracking reward it would earn (``comic_reward``: the exact terms of the
    environment's reward, computed from the rolled-out states) summed over the horizon, where a step whose tracking
-   error exceeds the environment's termination threshold earns nothing for the rest of the horizon;
+   error exceeds the environment's termination threshold earns nothing for the rest of the horizon; near the
+   clip's end the horizon stops where the episode does;
 6. executes the first command of the best plan and keeps the plan, shifted by one control step, as the next
    nominal (warm start).
 The defaults (CEM, 3 rounds of 32 candidates, feedback gain 2) were chosen by the tracking they gave on one walk
@@ -169,6 +170,7 @@ class PlanInfo:
     predicted_return: float     # the chosen plan's summed CoMic reward over the horizon
     nominal_return: float       # the warm-started nominal's (before sampling)
     seconds: float              # wall time of this control step's planning
+    horizon: int                # control steps planned (fewer than the config's near the clip's end)
 
 
 class TrackingPlanner:
@@ -278,8 +280,10 @@ class TrackingPlanner:
         if not np.isfinite(state).all():
             raise EnvError(f"the simulator state at step {t} of {self.env.clip} is not finite (the physics "
                            "diverged): nothing to plan from")
-        last = len(self.env.clip_reference()["joints"]) - 1
-        reference = self._reference(np.minimum(np.arange(t + 1, t + 1 + cfg.horizon), last))
+        # plan only the steps the episode has left: past its end the reference would be the clip's last frame
+        # held still, which no walk can match (the walks' late falls did not move with this: docs/npmp.md)
+        horizon = max(1, min(cfg.horizon, self.env.last_step - t))
+        reference = self._reference(np.arange(t + 1, t + 1 + horizon))
 
         nominal = self.shift @ self.nominal
         std = cfg.noise_std
@@ -287,7 +291,7 @@ class TrackingPlanner:
         for _ in range(cfg.iterations):
             noise = self.rng.standard_normal((cfg.candidates - 1, *nominal.shape)) * std
             knots = np.concatenate([nominal[None], nominal[None] + noise])      # [N, knots, actuators]
-            corrections = np.einsum("hk,nka->nha", self.weights, knots)
+            corrections = np.einsum("hk,nka->nha", self.weights[:horizon], knots)
             scores = self._score(self._rollout(state, corrections, t), reference)
             scores = np.where(np.isfinite(scores), scores, -np.inf)   # a candidate whose rollout diverged loses
             if nominal_score is None:
@@ -302,7 +306,7 @@ class TrackingPlanner:
                 nominal = best_knots
         self.nominal = best_knots
         command = np.clip(self._base_commands(state[None], t)[0] + self.weights[0] @ best_knots, -1.0, 1.0)
-        self.last_info = PlanInfo(best_score, nominal_score, time.perf_counter() - start)
+        self.last_info = PlanInfo(best_score, nominal_score, time.perf_counter() - start, horizon)
         return command.astype(np.float32)
 
 

@@ -85,7 +85,11 @@ def conditions(weak_primitives: Path, strong_primitives: Path) -> dict[str, tupl
             # ... and KL-regularised (eq 7.2) towards N(0, 0.65^2) pre-squash: 2 tanh(u) then has about the prior's
             # N(0, 1) innovations (agents/behaviour_prior.py, prior=normal)
             "npmp_innovation_kl_beta_0.1": ("npmp", {"latent_mode": "innovation", "latent_scale": "2",
-                                                     "prior": "normal", "prior.std": "0.65"})}
+                                                     "prior": "normal", "prior.std": "0.65"}),
+            # ... without svg0's entropy bonus, whose alpha * H inflated the critic (docs/npmp.md)
+            "npmp_innovation_kl_noent_beta_0.1": ("npmp", {"latent_mode": "innovation", "latent_scale": "2",
+                                                           "prior": "normal", "prior.std": "0.65",
+                                                           "entropy_auto": "false", "entropy_coef": "0"})}
 
 
 def condition_beta(name: str) -> float | None:

@@ -14,8 +14,9 @@ policy could get out of the primitives with this much search: if it falls too, t
 limit reuse (opt-in: ``--latents planned``, seconds of a core per step). Next to them, the body without
 primitives: ``hold-pose`` commands every servo to its start angle.
 Reported per condition: steps before the fall (the episode ends when the head drops below 0.95 m; 833 steps is the
-25 s limit), planar distance from the start, and how many episodes earned any return (came within 1 m of the
-target) and reached targets: the chance level of the task, against which learning is judged. A high-level policy
+25 s limit), planar distance from the start, the net turn of the heading (can the primitives turn at all?), and how
+many episodes earned any return (came within 1 m of the target) and reached targets: the chance level of the task,
+against which learning is judged. A high-level policy
 starts near these behaviours (its initial actions are small and noisy), so they bound what reuse begins from.
 
     python benchmarks/npmp_prior_samples.py                       # shipped beta = 0.1 and beta = 0.001, 8 episodes
@@ -51,22 +52,31 @@ LATENTS = ("prior", "zero", "planned")
 OBJECTIVES = ("target", "upright")   # what planned latents rank candidates by, after surviving (LatentPlanner)
 
 
+def heading(task, physics) -> float:
+    """The walker's heading (radians): the direction of its root frame's x axis in the plane."""
+    axes = physics.bind(task.walker.root_body).xmat.reshape(3, 3)
+    return float(np.arctan2(axes[1, 0], axes[0, 0]))
+
+
 def episode(env, act, seed: int) -> dict:
     """One episode of ``env`` driven by ``act(step)``: steps, whether it fell, distance travelled in the plane, the
-    return (steps within 1 m of the target) and the targets reached (held for 10 steps)."""
+    net turn of the heading (degrees, counter-clockwise positive), the return (steps within 1 m of the target) and
+    the targets reached (held for 10 steps)."""
     env.reset(seed=seed)
     task, physics = env.unwrapped.task, env.unwrapped.physics
     start = task.root_position(physics)[:2].copy()
-    steps, fell, ret = 0, False, 0.0
+    steps, fell, ret, headings = 0, False, 0.0, [heading(task, physics)]
     while True:
         _, reward, terminated, truncated, info = env.step(act(steps))
         steps, ret = steps + 1, ret + float(reward)
+        headings.append(heading(task, physics))
         if terminated or truncated:
             fell = bool(info.get("fell", False))
             targets = int(info["episode_metrics"]["task/targets_reached"])
             break
+    turned = np.unwrap(headings)
     return {"steps": steps, "fell": fell, "distance": float(np.linalg.norm(task.root_position(physics)[:2] - start)),
-            "return": ret, "targets_reached": targets}
+            "turn_degrees": float(np.degrees(turned[-1] - turned[0])), "return": ret, "targets_reached": targets}
 
 
 class LatentPlanner:
@@ -176,6 +186,7 @@ def summarise(runs: list[dict]) -> dict:
             "mean_steps": statistics.fmean(r["steps"] for r in runs),
             "fell_fraction": statistics.fmean(r["fell"] for r in runs),
             "mean_distance": statistics.fmean(r["distance"] for r in runs),
+            "median_abs_turn_degrees": statistics.median(abs(r["turn_degrees"]) for r in runs),
             # by chance: nothing here steers; a start in motion can carry the walker onto a target
             "episodes_with_return": sum(r["return"] > 0 for r in runs),
             "targets_reached": sum(r["targets_reached"] for r in runs), "runs": runs}

@@ -113,6 +113,52 @@ def test_mirroring(converter, walk):
         pytest.approx(-heading, abs=1e-6)
 
 
+def test_curving_bends_the_path_and_keeps_the_pose(converter, walk):
+    kinematics = converter.kinematics
+    qpos, _ = walk
+    rate = np.radians(30.0)
+    bent = convert.curve_qpos(qpos, rate)
+    seconds = (len(qpos) - 1) * convert.CONTROL_TIMESTEP
+    assert convert.heading_change(bent, kinematics) - convert.heading_change(qpos, kinematics) == \
+        pytest.approx(rate * seconds, abs=1e-6)
+    np.testing.assert_array_equal(bent[:, 7:], qpos[:, 7:])
+    np.testing.assert_array_equal(bent[:, 2], qpos[:, 2])
+    np.testing.assert_allclose(bent[0], qpos[0])
+    # the same distance along the path, but the path is an arc: the straight walk's end is 4.3 m away, the arc's nearer
+    steps = lambda q: np.linalg.norm(np.diff(q[:, :2], axis=0), axis=1)  # noqa: E731
+    np.testing.assert_allclose(steps(bent), steps(qpos), atol=1e-12)
+    assert np.linalg.norm(bent[-1, :2] - bent[0, :2]) < np.linalg.norm(qpos[-1, :2] - qpos[0, :2]) - 0.2
+    # left and right are mirror images in heading; a zero rate changes nothing
+    right = convert.curve_qpos(qpos, -rate)
+    assert convert.heading_change(right, kinematics) - convert.heading_change(qpos, kinematics) == \
+        pytest.approx(-rate * seconds, abs=1e-6)
+    np.testing.assert_allclose(convert.curve_qpos(qpos, 0.0), qpos, atol=1e-12)
+
+
+def test_curved_snippets_are_named_but_left_out_of_the_default_sets(tmp_path):
+    out = tmp_path / "curved.h5"
+    assert convert.main(["--clips", WALK, "09_06", "--curve", "30", "--curve-clips", WALK, "--output", str(out)]) == 0
+    curved = [f"{WALK}-0-left30", f"{WALK}-0-right30"]
+    assert tracking.snippet_ids(out) == [f"{WALK}-0", "09_06-0"]
+    assert tracking.snippet_ids(out, curved=True) == sorted([f"{WALK}-0", "09_06-0", *curved])
+    rewards, terminated, _ = playback_rewards([curved[1]], ref_path=out, seed=1)   # the data is consistent
+    assert not terminated
+    np.testing.assert_allclose(rewards, tracking.MAX_COMIC_REWARD, atol=1e-4)
+    # a curved snippet is an env of its own; the multi-clip task and the mocap starts draw from the others only
+    assert envs.make(f"humanoid-track:{curved[0]}", ref_path=out).clips == [curved[0]]
+    assert sorted(envs.make("humanoid-track", ref_path=out).clips) == [f"{WALK}-0", "09_06-0"]
+    with h5py.File(out) as f:
+        straight = sum(int(f[i].attrs["num_steps"]) for i in (f"{WALK}-0", "09_06-0"))
+    assert tracking.MocapStarts(out).count == straight
+    # the shipped file: the 68 snippets as captured and mirrored, and the 14 walks bent both ways at 30 deg/s
+    assert len(tracking.snippet_ids()) == 68 and not any(convert.is_curved(s) for s in tracking.snippet_ids())
+    assert len(tracking.snippet_ids(curved=True)) == 68 + 28
+    with pytest.raises(convert.ConversionError, match="positive"):
+        convert.convert_clips(convert.SOURCE_DIR, tmp_path / "x.h5", [WALK], curves=(-10.0,))
+    with pytest.raises(convert.ConversionError, match="not among"):
+        convert.convert_clips(convert.SOURCE_DIR, tmp_path / "x.h5", [WALK], curves=(30.0,), curve_clips=["08_01"])
+
+
 def test_hdf5_schema_and_regeneration(tmp_path):
     out = tmp_path / "mocap.h5"
     assert convert.main(["--clips", WALK, "--mirror", "--output", str(out)]) == 0

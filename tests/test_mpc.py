@@ -97,6 +97,23 @@ def test_train_mpc_logs_tracking_and_rejects_other_envs(cli, tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
+def test_the_plan_stops_where_the_episode_does(env):
+    """Past the episode's last frame the planner would chase the clip's last frame held still: it plans (and
+    scores) only the steps left. The horizon here is longer than the whole 35-step snippet."""
+    horizon = 40
+    planner = TrackingPlanner(env, MPCConfig(threads=1, horizon=horizon, knots=2, candidates=3, elites=1,
+                                             iterations=1))
+    seen, done = [], False
+    while not done and len(seen) < 8:
+        left = env.last_step - env.time_step
+        command = planner.act()
+        seen.append((left, planner.last_info.horizon))
+        _, _, terminated, truncated, _ = env.step(command)
+        done = terminated or truncated
+    assert seen[0] == (35, 35)
+    assert all(planned == min(horizon, left) for left, planned in seen)
+
+
 def test_feedback_jacobian_is_the_derivative_of_the_executed_command(env):
     planner = TrackingPlanner(env, MPCConfig(threads=1))
     state = full_state(planner.model, env.physics.data.ptr)

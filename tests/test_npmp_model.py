@@ -246,3 +246,22 @@ def test_benchmark_report_refuses_another_step_count_and_keeps_the_runs(tmp_path
         bench.main(["--report", "--output", str(output), "--pipeline-dir", str(tmp_path)])
     assert exit_info.value.code == 2 and "pass --steps 150" in capsys.readouterr().err
     assert output.read_text() == before
+
+
+def test_turning_benchmark_compares_the_walker_with_the_arcs(tmp_path, capsys):
+    from benchmarks import npmp_turning
+
+    out = tmp_path / "turning.json"
+    assert npmp_turning.main(["--walks", "07_01-0", "--compare-steps", "10", "--results", str(out)]) == 0
+    result = json.loads(out.read_text())
+    (record,) = result["primitives"].values()
+    rows, summary = record["snippets"], record["summary"]
+    assert set(rows) == {"07_01-0", "07_01-0-left30", "07_01-0-right30"}
+    assert all(r["compared_steps"] == 10 and 0 < r["steps"] <= r["full_steps"] == 82 for r in rows.values())
+    # the arcs turn by 30 deg/s more (left) and less (right) than the clip: 9 degrees over 10 steps of 0.03 s
+    assert summary["left30"]["median_reference_extra_turn_degrees"] == pytest.approx(9.0, abs=0.01)
+    assert summary["right30"]["median_reference_extra_turn_degrees"] == pytest.approx(-9.0, abs=0.01)
+    assert summary["straight"]["tracked_to_end"] in (0, 1)
+    with pytest.raises(SystemExit):
+        npmp_turning.main(["--walks", "09_01-0", "--results", str(out)])   # a run has no curved variants
+    assert capsys.readouterr().err.startswith("error: no such snippet(s) 09_01-0-left30")

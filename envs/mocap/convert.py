@@ -1,6 +1,7 @@
 """CMU AMC clips -> dm_control mocap HDF5 for the ``CMUHumanoidPositionControlledV2020`` walker (seed 000 §8.1).
 
-Pipeline (``python -m envs.mocap.convert`` regenerates ``data/mocap/cmu_snippets.h5`` from ``data/mocap/cmu/``):
+Pipeline (``python -m envs.mocap.convert --mirror --curve 30 --curve-clips 02_01 07_01 07_02 07_03 07_05 07_06 07_09
+07_11 08_01 08_02 08_04 08_05 08_07 08_11`` regenerates ``data/mocap/cmu_snippets.h5`` from ``data/mocap/cmu/``):
 
 1. ``dm_control.suite.utils.parse_amc.convert`` turns the 120 Hz AMC frames into ``humanoid_CMU`` qpos and
    resamples them (cubic splines) to the control timestep ``CONTROL_TIMESTEP`` = 0.03 s, the timestep of
@@ -31,6 +32,16 @@ Pipeline (``python -m envs.mocap.convert`` regenerates ``data/mocap/cmu_snippets
    mirror image. Those signs come from the model's joint axes in its zero pose, which is left/right symmetric.
    Velocities and all derived quantities are recomputed from the mirrored qpos. A mirrored clip that turns left
    turns right.
+5b. Curving (``--curve RATE``, not the seed's: data augmentation for steering; off by default): every walk and run
+   of the shipped clips goes straight (their paths turn by at most 6 degrees), so primitives distilled from them have
+   no walk-and-turn skill to steer to a target with. ``curve_qpos`` bends a snippet's path at a constant yaw rate
+   omega: the root's rotation at frame t is turned about the vertical by omega t dt and each horizontal step of the
+   root is turned by the same angle (the path becomes an arc; heights and joint angles are unchanged). The stance
+   foot then pivots about the root by omega dt per frame (at 30 deg/s and a foot 0.3 m from the root, 0.16 m/s of
+   slip, less than the subject-9 runs' own), which a physics-based tracker has to absorb. Ids
+   ``<snippet-id>-left<RATE>`` (counter-clockwise seen from above) and ``-right<RATE>``; the shipped file has the
+   walks at 30 deg/s (the regeneration command below). They are named like any snippet but left out of the default
+   sets (``tracking.snippet_ids``, the multi-clip task, the expert benchmark), which stay the clips as captured.
 6. Derived quantities: for each frame the walker's qpos and qvel are set in MuJoCo and dm_control's own
    ``reference_pose.utils.get_features`` reads centre of mass, end effectors, appendages, body positions and
    quaternions -- the same function the tracking task applies to the simulated walker, so the reference and the
@@ -52,6 +63,7 @@ import argparse
 import datetime
 import math
 import os
+import re
 from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -249,6 +261,36 @@ def mirror_qpos(qpos: np.ndarray, kinematics: WalkerKinematics) -> np.ndarray:
     return out
 
 
+def curve_qpos(qpos: np.ndarray, yaw_rate: float, dt: float = CONTROL_TIMESTEP) -> np.ndarray:
+    """The snippet qpos (frames, 7 + joints) bent into an arc at ``yaw_rate`` radians per second (counter-clockwise
+    seen from above): frame t's root rotation and each root step t -> t+1 are turned about the vertical by
+    yaw_rate * t * dt, about the first root position; heights and joint angles are kept (module docstring, 5b)."""
+    angles = yaw_rate * dt * np.arange(len(qpos))
+    cos, sin = np.cos(angles), np.sin(angles)
+    steps = np.diff(qpos[:, :2], axis=0)
+    turned = np.stack([cos[:-1] * steps[:, 0] - sin[:-1] * steps[:, 1],
+                       sin[:-1] * steps[:, 0] + cos[:-1] * steps[:, 1]], axis=1)
+    out = np.array(qpos, dtype=np.float64, copy=True)
+    out[1:, :2] = qpos[0, :2] + np.cumsum(turned, axis=0)
+    for t, angle in enumerate(angles):
+        yaw = np.array([np.cos(angle / 2), 0.0, 0.0, np.sin(angle / 2)])
+        mujoco.mju_mulQuat(out[t, 3:7], yaw, np.asarray(qpos[t, 3:7], np.float64))
+    return out
+
+
+def curve_suffix(rate: float) -> tuple[str, str]:
+    """The id suffixes of the left and right variants at ``rate`` degrees per second."""
+    return f"-left{rate:g}", f"-right{rate:g}"
+
+
+CURVED_ID = re.compile(r"-(left|right)[0-9.]+$")
+
+
+def is_curved(snippet_id: str) -> bool:
+    """Whether ``snippet_id`` names a curved variant (``curve_suffix``), not a snippet of the clips as captured."""
+    return CURVED_ID.search(snippet_id) is not None
+
+
 def cut_snippets(num_frames: int, dt: float = CONTROL_TIMESTEP,
                  max_seconds: float = MAX_SNIPPET_SECONDS) -> list[tuple[int, int]]:
     """Frame ranges [start, end) of the fewest equal consecutive pieces no longer than ``max_seconds``."""
@@ -368,11 +410,18 @@ def write_hdf5(path: Path, snippets: dict[str, dict[str, np.ndarray]], dt: float
 
 
 def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None, mirror: bool = False,
-                  log=print) -> dict[str, dict]:
+                  curves: tuple[float, ...] = (), curve_clips: list[str] | None = None, log=print) -> dict[str, dict]:
     """Convert clips (all ``*.amc`` in ``source_dir`` by default) into snippets in ``output``; returns per-snippet
-    metadata (source clip, frame range, mirrored, floor plane)."""
+    metadata (source clip, frame range, mirrored, yaw rate, floor plane). ``curves``: yaw rates (degrees per second,
+    > 0) at which the snippets of ``curve_clips`` (default: every clip) are also written bent left and right
+    (``curve_qpos``)."""
     source_dir = Path(source_dir)
     clips = clips or sorted(p.stem for p in source_dir.glob("*.amc"))
+    if any(not (math.isfinite(rate) and rate > 0) for rate in curves):
+        raise ConversionError(f"curve rates must be positive degrees per second, got {list(curves)}")
+    outside = sorted(set(curve_clips or ()) - set(clips))
+    if outside:
+        raise ConversionError(f"--curve-clips {', '.join(outside)} are not among the clips converted")
     if not clips:
         raise ConversionError(f"no .amc clips in {source_dir}")
     converter = Converter()
@@ -380,13 +429,18 @@ def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None
     for clip in clips:
         qpos, plane = converter.walker_qpos(source_dir / f"{clip}.amc")
         for k, (start, end) in enumerate(cut_snippets(len(qpos), converter.timestep)):
-            pieces = [(f"{clip}-{k}", qpos[start:end], False)]
+            pieces = [(f"{clip}-{k}", qpos[start:end], False, 0.0)]
             if mirror:
                 mirrored = converter.limit_joints(mirror_qpos(qpos[start:end], converter.kinematics))
-                pieces.append((f"{clip}-{k}-mirror", mirrored, True))
-            for snippet_id, snippet_qpos, mirrored_flag in pieces:
+                pieces.append((f"{clip}-{k}-mirror", mirrored, True, 0.0))
+            for rate in (curves if curve_clips is None or clip in curve_clips else ()):
+                for suffix, sign in zip(curve_suffix(rate), (1.0, -1.0)):
+                    bent = curve_qpos(qpos[start:end], sign * math.radians(rate), converter.timestep)
+                    pieces.append((f"{clip}-{k}{suffix}", bent, False, sign * rate))
+            for snippet_id, snippet_qpos, mirrored_flag, yaw_rate in pieces:
                 snippets[snippet_id] = converter.features(snippet_qpos)
-                meta[snippet_id] = dict(clip=clip, start=start, end=end, mirrored=mirrored_flag, floor=plane)
+                meta[snippet_id] = dict(clip=clip, start=start, end=end, mirrored=mirrored_flag, yaw_rate=yaw_rate,
+                                        floor=plane)
         slip = converter.kinematics.stance_slip(qpos, converter.timestep)
         log(f"{clip}: {len(qpos)} frames, floor height {plane[0]:+.3f} m, slope x {plane[1]:+.3f} y {plane[2]:+.3f}, "
             f"root height median {np.median(qpos[:, 2]):.3f} m, stance-foot slip "
@@ -395,9 +449,11 @@ def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None
                  "SOURCES.md); converted by envs/mocap/convert.py", walker="CMUHumanoidPositionControlledV2020",
                  control_timestep=converter.timestep, body_scale=converter.body_scale,
                  snippet_source=np.array([f"{sid} {m['clip']} {m['start']} {m['end']} {int(m['mirrored'])} "
-                                          + " ".join(f"{v:.4f}" for v in m["floor"]) for sid, m in meta.items()],
+                                          + " ".join(f"{v:.4f}" for v in m["floor"])
+                                          + (f" {m['yaw_rate']:g}" if curves else "") for sid, m in meta.items()],
                                          "S"),
-                 snippet_source_columns="id clip start_frame end_frame mirrored floor_height slope_x slope_y")
+                 snippet_source_columns="id clip start_frame end_frame mirrored floor_height slope_x slope_y"
+                 + (" yaw_rate_deg_per_s" if curves else ""))
     write_hdf5(output, snippets, converter.timestep, attrs)
     return meta
 
@@ -409,9 +465,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clips", nargs="*", help="clip names (e.g. 07_01); default: every .amc in --source")
     parser.add_argument("--mirror", action="store_true",
                         help="also write each snippet's mirror image, id <snippet-id>-mirror (doubles the file)")
+    parser.add_argument("--curve", type=float, nargs="*", default=[], metavar="DEG_PER_S",
+                        help="also write each snippet bent into a left and a right arc at these yaw rates, ids "
+                             "<snippet-id>-left<RATE> and -right<RATE> (not the seed's: turning data for steering)")
+    parser.add_argument("--curve-clips", nargs="*", help="the clips whose snippets --curve bends (default: all)")
     args = parser.parse_args(argv)
     try:
-        meta = convert_clips(args.source, args.output, args.clips, mirror=args.mirror)
+        meta = convert_clips(args.source, args.output, args.clips, mirror=args.mirror, curves=tuple(args.curve),
+                             curve_clips=args.curve_clips)
     except ConversionError as e:
         parser.exit(2, f"error: {e}\n")
     print(f"wrote {len(meta)} snippets to {args.output} ({args.output.stat().st_size / 1e6:.2f} MB)")

@@ -12,7 +12,8 @@ that leaves ``min_steps`` = 10 steps, early termination (discount 0) when the tr
 truncation (discount 1).
 
 Names: ``humanoid-track`` draws a snippet per episode (uniformly over start points, i.e. weighted by length) from
-every snippet in ``data/mocap/cmu_snippets.h5``; ``humanoid-track:<snippet-id>`` (e.g. ``humanoid-track:07_01-0``,
+every snippet in ``data/mocap/cmu_snippets.h5`` but the curved variants (``<id>-left30``, ``<id>-right30``:
+turning data made from the straight walks, envs/mocap/convert.py, which ``humanoid-track:<id>`` names); ``humanoid-track:<snippet-id>`` (e.g. ``humanoid-track:07_01-0``,
 ``humanoid-track:07_01-0-mirror``) tracks one snippet; ``envs.make("humanoid-track", clip="07_01-0")`` is the same.
 ``clip`` also takes a list of snippet ids. ``ref_path`` selects another HDF5 file in the same schema.
 ``reference="time"`` (or the names ``humanoid-track-time[:<snippet-id>]``) keeps only ``walker/time_in_clip`` in the task group (a single-clip, time-indexed expert needs
@@ -39,7 +40,7 @@ from dm_control.locomotion.walkers import cmu_humanoid
 
 from envs import EnvError
 from envs.dmc import DMEnv
-from envs.mocap.convert import DEFAULT_OUTPUT
+from envs.mocap.convert import DEFAULT_OUTPUT, is_curved
 
 FAMILY = "humanoid-track"
 TIMED_FAMILY = "humanoid-track-time"   # reference="time": the experts' time-indexed observations
@@ -56,24 +57,26 @@ warnings.filterwarnings("ignore", message=r"label\(\) is deprecated", category=D
 _BOOKKEEPING = ("walker/clip_id", "walker/velocimeter_control", "walker/gyro_control", "walker/joints_vel_control")
 
 
-@functools.lru_cache(maxsize=8)
-def snippet_ids(ref_path: str | Path = DEFAULT_OUTPUT) -> list[str]:
+@functools.lru_cache(maxsize=16)
+def snippet_ids(ref_path: str | Path = DEFAULT_OUTPUT, curved: bool = False) -> list[str]:
+    """The snippets of a mocap file: the clips as captured and their mirrors; with ``curved``, also the curved
+    variants (envs/mocap/convert.py ``curve_qpos``), which every default set leaves out."""
     if not Path(ref_path).is_file():
         raise EnvError(f"no mocap data at {ref_path} (regenerate it with `python -m envs.mocap.convert`)")
     with h5py.File(ref_path, "r") as f:
-        return sorted(f.keys())
+        return sorted(k for k in f.keys() if curved or not is_curved(k))
 
 
 def snippet_frames(snippet: str, ref_path: str | Path = DEFAULT_OUTPUT) -> int:
     """The number of mocap frames of ``snippet`` (its length: one control step per frame)."""
-    if snippet not in snippet_ids(ref_path):
+    if snippet not in snippet_ids(ref_path, curved=True):
         raise EnvError(f"unknown snippet {snippet!r}")
     with h5py.File(ref_path, "r") as f:
         return int(f[snippet].attrs["num_steps"])
 
 
 def names() -> list[str]:
-    return [f for family in FAMILIES for f in (family, *(f"{family}:{sid}" for sid in snippet_ids()))]
+    return [f for family in FAMILIES for f in (family, *(f"{family}:{sid}" for sid in snippet_ids(curved=True)))]
 
 
 REFERENCES = ("full", "time")
@@ -99,8 +102,9 @@ def make(name: str, seed: int | None = None, action_repeat: int = 1, clip: str |
         raise EnvError(f"{name}: residual_scale must be in (0, 2], got {residual_scale}")
     if named_clip and clip is not None:
         raise EnvError(f"{name} already names a snippet; do not pass clip= as well")
-    available = snippet_ids(ref_path)
-    clips = [named_clip] if named_clip else ([clip] if isinstance(clip, str) else list(clip or available))
+    available = snippet_ids(ref_path, curved=True)
+    clips = [named_clip] if named_clip else ([clip] if isinstance(clip, str) else
+                                             list(clip or snippet_ids(ref_path)))
     unknown_clips = [c for c in clips if c not in available]
     if unknown_clips or not clips:
         raise EnvError(f"unknown snippet(s) {', '.join(unknown_clips) or '(none given)'} in {ref_path}; "
@@ -170,10 +174,10 @@ class MocapStarts:
 
     def __init__(self, ref_path: str | Path = DEFAULT_OUTPUT):
         try:
+            ids = snippet_ids(ref_path)   # the clips as captured and their mirrors (no curved variants)
             with h5py.File(ref_path, "r") as f:
-                ids = sorted(f.keys())
                 frames = {k: np.concatenate([f[i]["walkers/walker_0"][k][()].T for i in ids]) for k in self.FIELDS}
-        except (OSError, KeyError) as e:
+        except (OSError, KeyError, EnvError) as e:
             raise EnvError(f"cannot read start states from {ref_path}: {e}") from None
         self.frames, self.count = frames, len(frames["joints"])
 
@@ -266,6 +270,11 @@ class TrackingEnv(DMEnv):
     def time_step(self) -> int:
         """The reference frame the walker is being compared with (0 at the episode's first frame)."""
         return int(self._env.task._time_step)
+
+    @property
+    def last_step(self) -> int:
+        """The reference frame at which the episode ends (truncation: the clip's end less the look-ahead)."""
+        return int(self._env.task._last_step)
 
     @property
     def control_timestep(self) -> float:
