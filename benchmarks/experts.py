@@ -78,7 +78,7 @@ def measure(args: tuple) -> tuple[str, dict]:
     def plan():
         command = planner.act()
         seconds.append(planner.last_info.seconds)
-        predicted.append(planner.last_info.predicted_return / config.horizon)
+        predicted.append(planner.last_info.predicted_return / planner.last_info.horizon)
         return command
 
     planner.reset()

@@ -133,6 +133,11 @@ def test_curving_bends_the_path_and_keeps_the_pose(converter, walk):
     assert convert.heading_change(right, kinematics) - convert.heading_change(qpos, kinematics) == \
         pytest.approx(-rate * seconds, abs=1e-6)
     np.testing.assert_allclose(convert.curve_qpos(qpos, 0.0), qpos, atol=1e-12)
+    # each step of the root, seen from the root's own frame, is the clip's: the body walks the same, the world turns
+    for t in (0, 30, 60):
+        step, bent_step = qpos[t + 1, :3] - qpos[t, :3], bent[t + 1, :3] - bent[t, :3]
+        np.testing.assert_allclose(convert._rotation(bent[t, 3:7]).T @ bent_step,
+                                   convert._rotation(qpos[t, 3:7]).T @ step, atol=1e-12)
 
 
 def test_curved_snippets_are_named_but_left_out_of_the_default_sets(tmp_path):
@@ -157,6 +162,15 @@ def test_curved_snippets_are_named_but_left_out_of_the_default_sets(tmp_path):
         convert.convert_clips(convert.SOURCE_DIR, tmp_path / "x.h5", [WALK], curves=(-10.0,))
     with pytest.raises(convert.ConversionError, match="not among"):
         convert.convert_clips(convert.SOURCE_DIR, tmp_path / "x.h5", [WALK], curves=(30.0,), curve_clips=["08_01"])
+    with pytest.raises(convert.ConversionError, match="needs --curve"):
+        convert.convert_clips(convert.SOURCE_DIR, tmp_path / "x.h5", [WALK], curve_clips=[WALK])
+    with pytest.raises(convert.ConversionError, match="plain decimals"):   # 1e-05 would not read as an arc's id
+        convert.convert_clips(convert.SOURCE_DIR, tmp_path / "x.h5", [WALK], curves=(1e-5,))
+    # the shipped arcs are what the CLI writes
+    with h5py.File(out) as f, h5py.File(convert.DEFAULT_OUTPUT) as shipped:
+        for field in ("position", "quaternion", "joints", "body_positions"):
+            np.testing.assert_array_equal(f[f"{curved[0]}/walkers/walker_0/{field}"][()],
+                                          shipped[f"{curved[0]}/walkers/walker_0/{field}"][()])
 
 
 def test_hdf5_schema_and_regeneration(tmp_path):

@@ -112,6 +112,10 @@ def test_the_plan_stops_where_the_episode_does(env):
         done = terminated or truncated
     assert seen[0] == (35, 35)
     assert all(planned == min(horizon, left) for left, planned in seen)
+    # last_step is where the episode really ends: kinematic playback runs exactly that many steps
+    from pipelines.npmp.experts import reference_score
+
+    assert reference_score(SNIPPET)["full_steps"] == 35
 
 
 def test_feedback_jacobian_is_the_derivative_of_the_executed_command(env):

@@ -261,7 +261,17 @@ def test_turning_benchmark_compares_the_walker_with_the_arcs(tmp_path, capsys):
     # the arcs turn by 30 deg/s more (left) and less (right) than the clip: 9 degrees over 10 steps of 0.03 s
     assert summary["left30"]["median_reference_extra_turn_degrees"] == pytest.approx(9.0, abs=0.01)
     assert summary["right30"]["median_reference_extra_turn_degrees"] == pytest.approx(-9.0, abs=0.01)
-    assert summary["straight"]["tracked_to_end"] in (0, 1)
+    extra = rows["07_01-0-left30"]["walker_turn_degrees"] - rows["07_01-0"]["walker_turn_degrees"]
+    assert summary["left30"]["turned_the_arcs_way"] == int(extra > 0)
+    # a walk and its arcs are compared over the steps the shortest of the three lasted
+    records = [{"walker_headings": [0.0] * length, "reference_headings": [0.0, 0.1, 0.2, 0.3, 0.4]}
+               for length in (5, 3, 4)]
+    npmp_turning.add_turns(records)
+    assert [r["compared_steps"] for r in records] == [2, 2, 2]
+    assert records[0]["reference_turn_degrees"] == pytest.approx(math.degrees(0.2))
     with pytest.raises(SystemExit):
         npmp_turning.main(["--walks", "09_01-0", "--results", str(out)])   # a run has no curved variants
     assert capsys.readouterr().err.startswith("error: no such snippet(s) 09_01-0-left30")
+    with pytest.raises(SystemExit):
+        npmp_turning.main(["--rate", "15", "--results", str(out)])   # no arcs at that rate are shipped
+    assert "with arcs at 15 deg/s" in capsys.readouterr().err

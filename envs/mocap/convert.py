@@ -40,7 +40,7 @@ Pipeline (``python -m envs.mocap.convert --mirror --curve 30 --curve-clips 02_01
    foot then pivots about the root by omega dt per frame (at 30 deg/s and a foot 0.3 m from the root, 0.16 m/s of
    slip, less than the subject-9 runs' own), which a physics-based tracker has to absorb. Ids
    ``<snippet-id>-left<RATE>`` (counter-clockwise seen from above) and ``-right<RATE>``; the shipped file has the
-   walks at 30 deg/s (the regeneration command below). They are named like any snippet but left out of the default
+   walks at 30 deg/s (the regeneration command at the top). They are named like any snippet but left out of the default
    sets (``tracking.snippet_ids``, the multi-clip task, the expert benchmark), which stay the clips as captured.
 6. Derived quantities: for each frame the walker's qpos and qvel are set in MuJoCo and dm_control's own
    ``reference_pose.utils.get_features`` reads centre of mass, end effectors, appendages, body positions and
@@ -422,6 +422,11 @@ def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None
     outside = sorted(set(curve_clips or ()) - set(clips))
     if outside:
         raise ConversionError(f"--curve-clips {', '.join(outside)} are not among the clips converted")
+    if curve_clips and not curves:
+        raise ConversionError("--curve-clips needs --curve RATE (the rates to bend them at)")
+    unnamed = [rate for rate in curves if not all(is_curved(f"x{suffix}") for suffix in curve_suffix(rate))]
+    if unnamed:   # an id the default sets could not tell from a captured snippet's
+        raise ConversionError(f"curve rates must be plain decimals (e.g. 30 or 22.5), got {unnamed}")
     if not clips:
         raise ConversionError(f"no .amc clips in {source_dir}")
     converter = Converter()

@@ -12,8 +12,9 @@ that leaves ``min_steps`` = 10 steps, early termination (discount 0) when the tr
 truncation (discount 1).
 
 Names: ``humanoid-track`` draws a snippet per episode (uniformly over start points, i.e. weighted by length) from
-every snippet in ``data/mocap/cmu_snippets.h5`` but the curved variants (``<id>-left30``, ``<id>-right30``:
-turning data made from the straight walks, envs/mocap/convert.py, which ``humanoid-track:<id>`` names); ``humanoid-track:<snippet-id>`` (e.g. ``humanoid-track:07_01-0``,
+every snippet in ``data/mocap/cmu_snippets.h5`` except the curved variants (``<id>-left30``, ``<id>-right30``:
+turning data made from the straight walks, envs/mocap/convert.py; each is still an env of its own,
+``humanoid-track:07_01-0-left30``); ``humanoid-track:<snippet-id>`` (e.g. ``humanoid-track:07_01-0``,
 ``humanoid-track:07_01-0-mirror``) tracks one snippet; ``envs.make("humanoid-track", clip="07_01-0")`` is the same.
 ``clip`` also takes a list of snippet ids. ``ref_path`` selects another HDF5 file in the same schema.
 ``reference="time"`` (or the names ``humanoid-track-time[:<snippet-id>]``) keeps only ``walker/time_in_clip`` in the task group (a single-clip, time-indexed expert needs
