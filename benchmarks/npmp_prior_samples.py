@@ -16,8 +16,8 @@ primitives: ``hold-pose`` commands every servo to its start angle.
 Reported per condition: steps before the fall (the episode ends when the head drops below 0.95 m; 833 steps is the
 25 s limit), planar distance from the start, the net turn of the heading (can the primitives turn at all?), and how
 many episodes earned any return (came within 1 m of the target) and reached targets: the chance level of the task,
-against which learning is judged. A high-level policy
-starts near these behaviours (its initial actions are small and noisy), so they bound what reuse begins from.
+against which learning is judged. A high-level policy starts near these behaviours (its initial actions are small
+and noisy), so they bound what reuse begins from.
 
     python benchmarks/npmp_prior_samples.py                       # shipped beta = 0.1 and beta = 0.001, 8 episodes
     python benchmarks/npmp_prior_samples.py --primitives runs/x/primitives --episodes 20 --results /tmp/p.json
@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 import envs  # noqa: E402
 from benchmarks.runs import fail, write_json  # noqa: E402
 from envs.locomotion import STARTS  # noqa: E402
+from envs.mocap.convert import yaw  # noqa: E402
 from envs.mocap.tracking import hold_pose_command  # noqa: E402
 from priors.models import ar1_chain  # noqa: E402
 from priors.npmp import DEFAULT_PRIMITIVES, ModuleFileError, load_primitives  # noqa: E402
@@ -52,12 +53,6 @@ LATENTS = ("prior", "zero", "planned")
 OBJECTIVES = ("target", "upright")   # what planned latents rank candidates by, after surviving (LatentPlanner)
 
 
-def heading(task, physics) -> float:
-    """The walker's heading (radians): the direction of its root frame's x axis in the plane."""
-    axes = physics.bind(task.walker.root_body).xmat.reshape(3, 3)
-    return float(np.arctan2(axes[1, 0], axes[0, 0]))
-
-
 def episode(env, act, seed: int) -> dict:
     """One episode of ``env`` driven by ``act(step)``: steps, whether it fell, distance travelled in the plane, the
     net turn of the heading (degrees, counter-clockwise positive), the return (steps within 1 m of the target) and
@@ -65,11 +60,11 @@ def episode(env, act, seed: int) -> dict:
     env.reset(seed=seed)
     task, physics = env.unwrapped.task, env.unwrapped.physics
     start = task.root_position(physics)[:2].copy()
-    steps, fell, ret, headings = 0, False, 0.0, [heading(task, physics)]
+    steps, fell, ret, headings = 0, False, 0.0, [yaw(physics.bind(task.walker.root_body).xquat)]
     while True:
         _, reward, terminated, truncated, info = env.step(act(steps))
         steps, ret = steps + 1, ret + float(reward)
-        headings.append(heading(task, physics))
+        headings.append(yaw(physics.bind(task.walker.root_body).xquat))
         if terminated or truncated:
             fell = bool(info.get("fell", False))
             targets = int(info["episode_metrics"]["task/targets_reached"])

@@ -7,8 +7,8 @@ the 14 walks into left and right arcs at 30 deg/s (``<id>-left30``, ``<id>-right
 encoder reads the clip's reference, the decoder acts: pipelines/npmp/evaluate.py ``reference_encoder``), and we
 record steps before termination, reward per step, and how far the walker's heading turned over the first
 ``--compare-steps`` steps (or as many as the shortest of a walk's three episodes lasted), next to the reference's
-turn. Primitives that turn with the arc turn more on ``-left30`` and
-less on ``-right30`` than on the straight clip; primitives that ignore the arc turn the same on all three.
+turn. Primitives that turn with the arc turn more on ``-left30`` and less on ``-right30`` than on the straight clip;
+primitives that ignore the arc turn the same on all three.
 
 With ``--collection DATA`` the table also gets the planner's own run of each curved snippet in that collection
 (``python -m pipelines.npmp collect --experts mpc --expert-policy lqr ...``): steps it tracked.
@@ -32,18 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.runs import fail, write_json  # noqa: E402
-
-
-
-def yaw(quaternion) -> float:
-    w, x, y, z = quaternion
-    return math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+from envs.mocap.convert import curve_suffix, yaw  # noqa: E402
 
 
 def sides(rate: float) -> tuple[str, str, str]:
     """The id suffixes of a walk and of its left and right arcs at ``rate`` degrees per second."""
-    from envs.mocap.convert import curve_suffix
-
     return ("", *curve_suffix(rate))
 
 

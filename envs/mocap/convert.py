@@ -245,6 +245,13 @@ def _rotation(quat: np.ndarray) -> np.ndarray:
     return matrix.reshape(3, 3)
 
 
+def yaw(quaternion) -> float:
+    """The heading (radians, counter-clockwise from +x) of a body with this (w, x, y, z) orientation: where its x axis
+    points in the plane."""
+    w, x, y, z = quaternion
+    return math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+
+
 def mirror_qpos(qpos: np.ndarray, kinematics: WalkerKinematics) -> np.ndarray:
     """The left/right mirror image of a walker qpos trajectory (frames, 7 + joints); see the module docstring."""
     lateral = _rotation(qpos[0, 3:7]) @ np.diag(kinematics.body_mirror < 0).astype(float)
