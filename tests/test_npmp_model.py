@@ -177,6 +177,10 @@ def test_half_precision_primitives_are_half_the_file_and_act_alike(tmp_path, cap
     with torch.no_grad():
         reference, halved = model.decode(states, latents)[0], half.decode(states, latents)[0]
     assert torch.allclose(reference, halved, atol=5e-3) and not torch.equal(reference, halved)
+    # re-saved after loading (evaluate writes its numbers into the meta this way): still float16 on disk
+    save_primitives(half, tmp_path / "half", meta["obs_groups"],
+                    **{k: v for k, v in meta.items() if k not in ("format", "version", "sha256", "config", "obs_groups")})
+    assert size(tmp_path / "half") < 0.55 * size(full)
     assert main(["half", "--primitives", str(full), "--out", str(full)]) == 2   # never over the float32 file
     assert capsys.readouterr().err.startswith("error: --out must differ")
     assert torch.equal(load_primitives(full)[0].state_dict()["state_scale"], model.state_dict()["state_scale"])
@@ -228,6 +232,8 @@ def test_shipped_strong_primitives_are_the_beta_1_counterpart_in_float16():
     model, meta = load_primitives(DEFAULT_PRIMITIVES.parent / "npmp-beta1")
     _, shipped = load_primitives(DEFAULT_PRIMITIVES)
     assert model.config.beta == 1.0 and meta["weights_dtype"] == "float16"
+    size = lambda d: (d / "weights.safetensors").stat().st_size  # noqa: E731
+    assert size(DEFAULT_PRIMITIVES.parent / "npmp-beta1") < 0.55 * size(DEFAULT_PRIMITIVES)   # stored as float16
     assert all(p.dtype == torch.float32 for p in model.parameters())
     assert {k: v for k, v in meta["config"].items() if k != "beta"} == \
         {k: v for k, v in shipped["config"].items() if k != "beta"}

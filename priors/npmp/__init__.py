@@ -27,9 +27,13 @@ def save_primitives(model: NPMP, directory: Path, obs_groups: dict[str, int], dt
                     **meta) -> Path:
     """Save ``model`` with the observation groups (name -> size, in order) that make up its state input; ``dtype``
     (e.g. torch.float16, half the file) stores the weights in another precision, ``load_primitives`` reads them
-    back into the model's float32."""
+    back into the model's float32. A ``weights_dtype`` in ``meta`` (re-saving loaded primitives, e.g. with new
+    evaluation numbers) keeps the precision they were shipped in."""
     if sum(obs_groups.values()) != model.config.state_dim:
         raise ValueError(f"obs_groups {obs_groups} do not add up to state_dim {model.config.state_dim}")
+    stored = meta.pop("weights_dtype", None)
+    if dtype is None and stored is not None:
+        dtype = getattr(torch, stored)
     state = model.state_dict()
     if dtype is not None:
         state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
