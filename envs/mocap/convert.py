@@ -280,8 +280,8 @@ def curve_qpos(qpos: np.ndarray, yaw_rate: float, dt: float = CONTROL_TIMESTEP) 
     out = np.array(qpos, dtype=np.float64, copy=True)
     out[1:, :2] = qpos[0, :2] + np.cumsum(turned, axis=0)
     for t, angle in enumerate(angles):
-        yaw = np.array([np.cos(angle / 2), 0.0, 0.0, np.sin(angle / 2)])
-        mujoco.mju_mulQuat(out[t, 3:7], yaw, np.asarray(qpos[t, 3:7], np.float64))
+        turn = np.array([np.cos(angle / 2), 0.0, 0.0, np.sin(angle / 2)])   # about the vertical
+        mujoco.mju_mulQuat(out[t, 3:7], turn, np.asarray(qpos[t, 3:7], np.float64))
     return out
 
 
