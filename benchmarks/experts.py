@@ -182,7 +182,7 @@ def main(argv=None) -> int:
         config.validate()
     except ValueError as e:   # ConfigError, or a --set without "="
         fail(f"--set: {e}" if not isinstance(e, ConfigError) else str(e))
-    available = snippet_ids(curved=True)
+    available = snippet_ids(augmented=True)
     snippets = args.snippets or snippet_ids()   # by default the clips as captured and their mirrors
     unknown = [s for s in snippets if s not in available]
     if unknown:

@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     suffixes = sides(args.rate)
-    every = set(snippet_ids(curved=True))
+    every = set(snippet_ids(augmented=True))
     walks = args.walks or [s for s in snippet_ids() if all(s + side in every for side in suffixes)]
     missing = [w + side for w in walks for side in suffixes if w + side not in every]
     if missing or not walks:

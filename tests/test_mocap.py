@@ -140,12 +140,86 @@ def test_curving_bends_the_path_and_keeps_the_pose(converter, walk):
                                    convert._rotation(qpos[t, 3:7]).T @ step, atol=1e-12)
 
 
+def periodic_walk(frames, period=30, speed=1.2, yaw_rate=0.2, dt=convert.CONTROL_TIMESTEP):
+    """A made-up walker qpos that repeats exactly every ``period`` frames, up to a turn and a move: joints swing,
+    the root bobs and pitches, and it walks along an arc at ``yaw_rate`` rad/s."""
+    t = np.arange(frames)
+    phase = 2 * np.pi * t / period
+    heading = yaw_rate * dt * t
+    qpos = np.zeros((frames, 7 + 56))
+    qpos[:, 0] = np.cumsum(speed * dt * np.cos(heading)) - speed * dt
+    qpos[:, 1] = np.cumsum(speed * dt * np.sin(heading))
+    qpos[:, 2] = 1.15 + 0.02 * np.sin(2 * phase)
+    pitch = 0.05 * np.sin(phase)
+    for i in range(frames):   # heading about z, then pitch about the body's y
+        about_z = np.array([np.cos(heading[i] / 2), 0, 0, np.sin(heading[i] / 2)])
+        about_y = np.array([np.cos(pitch[i] / 2), 0, np.sin(pitch[i] / 2), 0])
+        convert.mujoco.mju_mulQuat(qpos[i, 3:7], about_z, about_y)
+    qpos[:, 7:] = 0.3 * np.sin(phase[:, None] + np.linspace(0, np.pi, 56)[None])
+    return qpos
+
+
+def test_looping_repeats_a_stride_seamlessly(converter, walk):
+    # an exactly periodic walk: the stride found is its period, and looping 80 frames to 200 gives the walk's own
+    # 200 frames -- the copies are carried on by the stride's turn and travel, not just pasted
+    full = periodic_walk(200)
+    start, end, mismatch = convert.find_stride(full[:80])
+    assert (end - start) % 30 == 0 and mismatch < 1e-9
+    looped = convert.loop_qpos(full[:80], start, end, 200)
+    assert looped.shape == full.shape
+    np.testing.assert_allclose(looped, full, atol=1e-9)
+    # a real walk: the stride is two steps (1.08 s), and the seams are no rougher than the clip itself
+    qpos, _ = walk
+    start, end, mismatch = convert.find_stride(qpos)
+    assert 0.9 <= (end - start) * convert.CONTROL_TIMESTEP <= 1.3 and mismatch < 0.06
+    looped = convert.loop_qpos(qpos, start, end, 334)
+    assert len(looped) == 334
+    np.testing.assert_array_equal(looped[:start], qpos[:start])
+    jerk = lambda q: np.abs(np.diff(q[:, 7:], axis=0)).max()  # noqa: E731  (largest joint change per frame)
+    assert jerk(looped) <= jerk(qpos) + 1e-9
+    steps = np.linalg.norm(np.diff(looped[:, :2], axis=0), axis=1)
+    assert steps.max() <= np.linalg.norm(np.diff(qpos[:, :2], axis=0), axis=1).max() + 1e-9
+    assert qpos[:, 2].min() - 0.01 <= looped[:, 2].min() and looped[:, 2].max() <= qpos[:, 2].max() + 0.01
+    assert np.linalg.norm(looped[-1, :2] - looped[0, :2]) > 3 * np.linalg.norm(qpos[-1, :2] - qpos[0, :2])
+    with pytest.raises(convert.ConversionError, match="stride"):
+        convert.loop_qpos(qpos, 50, 40, 334)
+    with pytest.raises(convert.ConversionError, match="too short"):
+        convert.find_stride(qpos[:10])
+
+
+def test_looped_snippets_are_named_but_left_out_of_the_default_sets(tmp_path):
+    out = tmp_path / "looped.h5"
+    assert convert.main(["--clips", WALK, "09_06", "--mirror", "--loop", "6", "--loop-clips", WALK,
+                         "--curve", "30", "--curve-clips", WALK, "--output", str(out)]) == 0
+    captured = [f"{WALK}-0", f"{WALK}-0-mirror", "09_06-0", "09_06-0-mirror"]
+    made_up = [f"{WALK}-0-loop6", f"{WALK}-0-mirror-loop6", f"{WALK}-0-left30", f"{WALK}-0-right30",
+               f"{WALK}-0-loop6-left30", f"{WALK}-0-loop6-right30"]
+    assert tracking.snippet_ids(out) == sorted(captured)
+    assert tracking.snippet_ids(out, augmented=True) == sorted(captured + made_up)
+    assert all(convert.is_looped(s) == ("loop" in s) and convert.is_augmented(s) for s in made_up)
+    assert tracking.snippet_frames(made_up[0], out) == 201   # 6 s at 0.03 s, both ends
+    # the data is consistent over the whole loop, seams included
+    rewards, terminated, _ = playback_rewards([made_up[1]], ref_path=out, seed=1, clip_start=True)
+    assert not terminated and len(rewards) > 190
+    np.testing.assert_allclose(rewards, tracking.MAX_COMIC_REWARD, atol=1e-4)
+    with h5py.File(out) as f:
+        columns = f.attrs["snippet_source_columns"].split()
+        rows = {r.split()[0]: r.split() for r in f.attrs["snippet_source"].astype(str)}
+    assert columns[-2:] == ["loop_stride_start", "loop_stride_end"]
+    assert rows["09_06-0"][-2:] == ["-1", "-1"] and int(rows[made_up[0]][-1]) > int(rows[made_up[0]][-2]) >= 0
+    for kwargs, message in ((dict(loop_clips=[WALK]), "needs --loop"), (dict(loop_seconds=-3.0), "positive"),
+                            (dict(loop_seconds=2.0), "not longer"),
+                            (dict(loop_seconds=6.0, loop_clips=["08_01"]), "not among")):
+        with pytest.raises(convert.ConversionError, match=message):
+            convert.convert_clips(convert.SOURCE_DIR, tmp_path / "x.h5", [WALK], **kwargs)
+
+
 def test_curved_snippets_are_named_but_left_out_of_the_default_sets(tmp_path):
     out = tmp_path / "curved.h5"
     assert convert.main(["--clips", WALK, "09_06", "--curve", "30", "--curve-clips", WALK, "--output", str(out)]) == 0
     curved = [f"{WALK}-0-left30", f"{WALK}-0-right30"]
     assert tracking.snippet_ids(out) == [f"{WALK}-0", "09_06-0"]
-    assert tracking.snippet_ids(out, curved=True) == sorted([f"{WALK}-0", "09_06-0", *curved])
+    assert tracking.snippet_ids(out, augmented=True) == sorted([f"{WALK}-0", "09_06-0", *curved])
     rewards, terminated, _ = playback_rewards([curved[1]], ref_path=out, seed=1)   # the data is consistent
     assert not terminated
     np.testing.assert_allclose(rewards, tracking.MAX_COMIC_REWARD, atol=1e-4)
@@ -157,7 +231,7 @@ def test_curved_snippets_are_named_but_left_out_of_the_default_sets(tmp_path):
     assert tracking.MocapStarts(out).count == straight
     # the shipped file: the 68 snippets as captured and mirrored, and the 14 walks bent both ways at 30 deg/s
     assert len(tracking.snippet_ids()) == 68 and not any(convert.is_curved(s) for s in tracking.snippet_ids())
-    assert len(tracking.snippet_ids(curved=True)) == 68 + 28
+    assert len(tracking.snippet_ids(augmented=True)) == 68 + 28
     with pytest.raises(convert.ConversionError, match="positive"):
         convert.convert_clips(convert.SOURCE_DIR, tmp_path / "x.h5", [WALK], curves=(-10.0,))
     with pytest.raises(convert.ConversionError, match="not among"):
@@ -196,8 +270,8 @@ def test_hdf5_schema_and_regeneration(tmp_path):
                                atol=1e-4)
 
 
-def playback_rewards(clips, ref_path=convert.DEFAULT_OUTPUT, seed=0):
-    env = tracking.TrackingEnv(clips, ref_path=ref_path, seed=seed, playback=True)
+def playback_rewards(clips, ref_path=convert.DEFAULT_OUTPUT, seed=0, **options):
+    env = tracking.TrackingEnv(clips, ref_path=ref_path, seed=seed, playback=True, **options)
     env.reset()
     rewards, terminated, truncated = [], False, False
     while not (terminated or truncated):

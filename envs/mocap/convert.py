@@ -42,6 +42,17 @@ Pipeline (``python -m envs.mocap.convert --mirror --curve 30 --curve-clips 02_01
    ``<snippet-id>-left<RATE>`` (counter-clockwise seen from above) and ``-right<RATE>``; the shipped file has the
    walks at 30 deg/s (the regeneration command at the top). They are named like any snippet but left out of the default
    sets (``tracking.snippet_ids``, the multi-clip task, the expert benchmark), which stay the clips as captured.
+5c. Looping (``--loop SECONDS``, not the seed's: walks longer than the clips; off by default): the walks last 2.6-4.8 s,
+   and primitives distilled from them have never walked on for longer. ``find_stride`` finds the snippet's most
+   nearly repeating stretch of 0.5-2 s -- for a walk a stride, two steps -- as the frame pair (start, end) whose
+   joint angles, joint velocities, root height and root pitch/roll differ least (``stride_mismatch``; 0.05-0.10 on
+   the shipped walks: a few hundredths of a radian per joint). ``loop_qpos`` closes the stride (joint angles, height
+   and pitch/roll shifted linearly over it by the fraction of frame end's mismatch, so its last frame leads into its
+   first as it led into frame end) and repeats it after the snippet's first ``start`` frames until the snippet lasts
+   SECONDS, each copy carried on from where the last ended: turned about the vertical by the stride's own change of
+   heading and moved by its travel. Ids ``<snippet-id>-loop<SECONDS>`` (and ``<snippet-id>-mirror-loop<SECONDS>``
+   with ``--mirror``; with ``--curve`` the loops are bent too, ``-loop<SECONDS>-left<RATE>``); like the curved ones
+   they are left out of the default sets.
 6. Derived quantities: for each frame the walker's qpos and qvel are set in MuJoCo and dm_control's own
    ``reference_pose.utils.get_features`` reads centre of mass, end effectors, appendages, body positions and
    quaternions -- the same function the tracking task applies to the simulated walker, so the reference and the
@@ -77,6 +88,7 @@ SOURCE_DIR = REPO / "data" / "mocap" / "cmu"
 DEFAULT_OUTPUT = REPO / "data" / "mocap" / "cmu_snippets.h5"
 CONTROL_TIMESTEP = 0.03
 MAX_SNIPPET_SECONDS = 6.0
+MIN_STRIDE_SECONDS, MAX_STRIDE_SECONDS = 0.5, 2.0   # a walking stride (two steps) lasts about 1-1.2 s, a run's 0.7
 FLOOR_PERCENTILE = 10.0
 MIN_SLOPE_SPAN = 1.0
 FOOT_BODIES = ("lfoot", "ltoes", "rfoot", "rtoes")
@@ -285,6 +297,92 @@ def curve_qpos(qpos: np.ndarray, yaw_rate: float, dt: float = CONTROL_TIMESTEP) 
     return out
 
 
+def _tilt(quat: np.ndarray) -> np.ndarray:
+    """The rotation matrix with its heading (``yaw``) taken out: the root's pitch and roll."""
+    heading = -yaw(quat)
+    turn = np.array([[np.cos(heading), -np.sin(heading), 0.0], [np.sin(heading), np.cos(heading), 0.0], [0, 0, 1]])
+    return turn @ _rotation(quat)
+
+
+def _rotation_angle(matrix: np.ndarray) -> float:
+    return float(np.arccos(np.clip((np.trace(matrix) - 1.0) / 2.0, -1.0, 1.0)))
+
+
+def stride_mismatch(qpos: np.ndarray, start: int, end: int, dt: float = CONTROL_TIMESTEP) -> float:
+    """How far frame ``end`` is from repeating frame ``start`` once the heading and the horizontal position are set
+    aside: RMS joint-angle difference (rad) + the root's pitch/roll difference (rad) + its height difference (m) +
+    the RMS joint-velocity difference times ``dt`` (rad per step; so a leg swinging back does not match one swinging
+    forward). 0 for a perfectly periodic motion with period end - start."""
+    def velocity(t):
+        before, after = max(t - 1, 0), min(t + 1, len(qpos) - 1)
+        return (qpos[after, 7:] - qpos[before, 7:]) / ((after - before) * dt)
+    joints = (qpos[end, 7:] - qpos[start, 7:] + np.pi) % (2 * np.pi) - np.pi
+    tilt = _rotation_angle(_tilt(qpos[end, 3:7]) @ _tilt(qpos[start, 3:7]).T)
+    speed = velocity(end) - velocity(start)
+    return float(np.sqrt(np.mean(joints ** 2)) + tilt + abs(qpos[end, 2] - qpos[start, 2])
+                 + dt * np.sqrt(np.mean(speed ** 2)))
+
+
+def find_stride(qpos: np.ndarray, dt: float = CONTROL_TIMESTEP, min_seconds: float = MIN_STRIDE_SECONDS,
+                max_seconds: float = MAX_STRIDE_SECONDS) -> tuple[int, int, float]:
+    """The frames [start, end) of the snippet's most nearly repeating stretch (``stride_mismatch`` between its first
+    frame and the frame after its last, lowest over every start and every length of ``min_seconds`` to
+    ``max_seconds``); returns (start, end, mismatch). For a walk this is a stride: two steps."""
+    shortest, longest = max(2, round(min_seconds / dt)), round(max_seconds / dt)
+    best = (np.inf, 0, 0)
+    for start in range(len(qpos)):
+        for end in range(start + shortest, min(start + longest, len(qpos) - 1) + 1):
+            best = min(best, (stride_mismatch(qpos, start, end, dt), start, end))
+    if not np.isfinite(best[0]):
+        raise ConversionError(f"a snippet of {len(qpos)} frames is too short to hold a stride of at least "
+                              f"{min_seconds:g} s")
+    return best[1], best[2], best[0]
+
+
+def loop_qpos(qpos: np.ndarray, start: int, end: int, frames: int) -> np.ndarray:
+    """The snippet qpos (frames, 7 + joints) made ``frames`` long by repeating its stride [start, end): the frames
+    before ``start``, then the stride over and over, each copy carried on from where the last one ended (turned by
+    the stride's change of heading about the vertical and moved by its horizontal travel; module docstring, 5c).
+    So that the seams do not jump, the stride is first closed: the joint angles, root height and root pitch/roll
+    are shifted linearly over the stride by the fraction of frame ``end``'s mismatch with frame ``start`` (at most
+    a few hundredths of a radian for a walk), so that its last frame leads into its first as frame end - 1 led into
+    frame end."""
+    if not 0 <= start < end < len(qpos):
+        raise ConversionError(f"a stride needs 0 <= start < end < {len(qpos)} frames, got [{start}, {end})")
+    length = end - start
+    turn = yaw(qpos[end, 3:7]) - yaw(qpos[start, 3:7])
+    cos, sin = math.cos(turn), math.sin(turn)
+    carry = np.array([[cos, -sin], [sin, cos]])
+    turn_quat = np.array([math.cos(turn / 2), 0.0, 0.0, math.sin(turn / 2)])
+    # close the stride: frame end's joints, height and tilt become frame start's (its heading is carried, not closed)
+    stride = np.array(qpos[start:end + 1], dtype=np.float64, copy=True)
+    fraction = np.arange(length + 1)[:, None] / length
+    joint_gap = (qpos[end, 7:] - qpos[start, 7:] + np.pi) % (2 * np.pi) - np.pi
+    stride[:, 7:] -= fraction * joint_gap
+    stride[:, 2] -= fraction[:, 0] * (qpos[end, 2] - qpos[start, 2])
+    target = np.zeros(4)
+    mujoco.mju_mulQuat(target, turn_quat, np.asarray(qpos[start, 3:7], np.float64))
+    gap, inverse = np.zeros(4), np.zeros(4)
+    mujoco.mju_negQuat(inverse, target)
+    mujoco.mju_mulQuat(gap, np.asarray(qpos[end, 3:7], np.float64), inverse)   # world-frame rotation, end over target
+    gap_vector = np.zeros(3)
+    mujoco.mju_quat2Vel(gap_vector, gap, 1.0)
+    for t in range(length + 1):
+        undo = np.zeros(4)
+        mujoco.mju_axisAngle2Quat(undo, gap_vector / (np.linalg.norm(gap_vector) + 1e-12),
+                                  -fraction[t, 0] * np.linalg.norm(gap_vector))
+        mujoco.mju_mulQuat(stride[t, 3:7], undo, stride[t, 3:7].copy())
+    pieces, copy = [np.array(qpos[:start], dtype=np.float64)], stride[:-1]
+    while sum(len(p) for p in pieces) < frames:
+        pieces.append(copy)
+        following = copy.copy()   # the next copy: carried on from where this one ends
+        following[:, :2] = qpos[end, :2] + (copy[:, :2] - qpos[start, :2]) @ carry.T
+        for t in range(length):
+            mujoco.mju_mulQuat(following[t, 3:7], turn_quat, copy[t, 3:7].copy())
+        copy = following
+    return np.concatenate(pieces)[:frames]
+
+
 def curve_suffix(rate: float) -> tuple[str, str]:
     """The id suffixes of the left and right variants at ``rate`` degrees per second."""
     return f"-left{rate:g}", f"-right{rate:g}"
@@ -296,6 +394,25 @@ CURVED_ID = re.compile(r"-(left|right)[0-9.]+$")
 def is_curved(snippet_id: str) -> bool:
     """Whether ``snippet_id`` names a curved variant (``curve_suffix``), not a snippet of the clips as captured."""
     return CURVED_ID.search(snippet_id) is not None
+
+
+def loop_suffix(seconds: float) -> str:
+    """The id suffix of a snippet looped to ``seconds`` (``loop_qpos``)."""
+    return f"-loop{seconds:g}"
+
+
+LOOPED_ID = re.compile(r"-loop[0-9.]+(-|$)")
+
+
+def is_looped(snippet_id: str) -> bool:
+    """Whether ``snippet_id`` names a looped variant (``loop_suffix``, maybe curved after looping)."""
+    return LOOPED_ID.search(snippet_id) is not None
+
+
+def is_augmented(snippet_id: str) -> bool:
+    """Whether ``snippet_id`` names a made-up variant (curved or looped), not a snippet of the clips as captured
+    or its mirror image; the default snippet sets leave these out."""
+    return is_curved(snippet_id) or is_looped(snippet_id)
 
 
 def cut_snippets(num_frames: int, dt: float = CONTROL_TIMESTEP,
@@ -417,56 +534,84 @@ def write_hdf5(path: Path, snippets: dict[str, dict[str, np.ndarray]], dt: float
 
 
 def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None, mirror: bool = False,
-                  curves: tuple[float, ...] = (), curve_clips: list[str] | None = None, log=print) -> dict[str, dict]:
+                  curves: tuple[float, ...] = (), curve_clips: list[str] | None = None, loop_seconds: float = 0.0,
+                  loop_clips: list[str] | None = None, log=print) -> dict[str, dict]:
     """Convert clips (all ``*.amc`` in ``source_dir`` by default) into snippets in ``output``; returns per-snippet
-    metadata (source clip, frame range, mirrored, yaw rate, floor plane). ``curves``: yaw rates (degrees per second,
-    > 0) at which the snippets of ``curve_clips`` (default: every clip) are also written bent left and right
-    (``curve_qpos``)."""
+    metadata (source clip, frame range, mirrored, yaw rate, floor plane, stride looped). ``curves``: yaw rates
+    (degrees per second, > 0) at which the snippets of ``curve_clips`` (default: every clip) are also written bent
+    left and right (``curve_qpos``). ``loop_seconds`` (> 0): the snippets of ``loop_clips`` (default: every clip),
+    and their mirrors with ``mirror``, are also written looped over their stride to this length (``loop_qpos``);
+    the bent variants then include the loops bent."""
     source_dir = Path(source_dir)
     clips = clips or sorted(p.stem for p in source_dir.glob("*.amc"))
     if any(not (math.isfinite(rate) and rate > 0) for rate in curves):
         raise ConversionError(f"curve rates must be positive degrees per second, got {list(curves)}")
-    outside = sorted(set(curve_clips or ()) - set(clips))
-    if outside:
-        raise ConversionError(f"--curve-clips {', '.join(outside)} are not among the clips converted")
-    if curve_clips and not curves:
-        raise ConversionError("--curve-clips needs --curve RATE (the rates to bend them at)")
+    for option, chosen, needed, what in (("--curve-clips", curve_clips, curves, "--curve RATE (the rates to bend "
+                                          "them at)"), ("--loop-clips", loop_clips, loop_seconds,
+                                                        "--loop SECONDS (the length to loop them to)")):
+        outside = sorted(set(chosen or ()) - set(clips))
+        if outside:
+            raise ConversionError(f"{option} {', '.join(outside)} are not among the clips converted")
+        if chosen and not needed:
+            raise ConversionError(f"{option} needs {what}")
     unnamed = [rate for rate in curves if not all(is_curved(f"x{suffix}") for suffix in curve_suffix(rate))]
     if unnamed:   # an id the default sets could not tell from a captured snippet's
         raise ConversionError(f"curve rates must be plain decimals (e.g. 30 or 22.5), got {unnamed}")
+    if loop_seconds and not (math.isfinite(loop_seconds) and loop_seconds > 0 and is_looped(loop_suffix(loop_seconds))):
+        raise ConversionError(f"--loop must be a positive plain decimal number of seconds, got {loop_seconds}")
     if not clips:
         raise ConversionError(f"no .amc clips in {source_dir}")
     converter = Converter()
+    dt = converter.timestep
     snippets, meta = {}, {}
     for clip in clips:
         qpos, plane = converter.walker_qpos(source_dir / f"{clip}.amc")
-        for k, (start, end) in enumerate(cut_snippets(len(qpos), converter.timestep)):
-            pieces = [(f"{clip}-{k}", qpos[start:end], False, 0.0)]
+        for k, (start, end) in enumerate(cut_snippets(len(qpos), dt)):
+            captured = [(f"{clip}-{k}", qpos[start:end], False)]
             if mirror:
-                mirrored = converter.limit_joints(mirror_qpos(qpos[start:end], converter.kinematics))
-                pieces.append((f"{clip}-{k}-mirror", mirrored, True, 0.0))
+                captured.append((f"{clip}-{k}-mirror",
+                                 converter.limit_joints(mirror_qpos(qpos[start:end], converter.kinematics)), True))
+            pieces = [(snippet_id, q, mirrored, 0.0, None) for snippet_id, q, mirrored in captured]
+            if loop_seconds and (loop_clips is None or clip in loop_clips):
+                frames = round(loop_seconds / dt) + 1
+                if frames <= end - start:
+                    raise ConversionError(f"--loop {loop_seconds:g} s is not longer than snippet {clip}-{k} "
+                                          f"({(end - start - 1) * dt:.2f} s)")
+                for snippet_id, q, mirrored in captured:
+                    stride = find_stride(q, dt)
+                    pieces.append((snippet_id + loop_suffix(loop_seconds), loop_qpos(q, *stride[:2], frames),
+                                   mirrored, 0.0, stride))
             for rate in (curves if curve_clips is None or clip in curve_clips else ()):
-                for suffix, sign in zip(curve_suffix(rate), (1.0, -1.0)):
-                    bent = curve_qpos(qpos[start:end], sign * math.radians(rate), converter.timestep)
-                    pieces.append((f"{clip}-{k}{suffix}", bent, False, sign * rate))
-            for snippet_id, snippet_qpos, mirrored_flag, yaw_rate in pieces:
+                for snippet_id, q, _, _, stride in [p for p in pieces if not p[2]]:
+                    for suffix, sign in zip(curve_suffix(rate), (1.0, -1.0)):
+                        pieces.append((snippet_id + suffix, curve_qpos(q, sign * math.radians(rate), dt), False,
+                                       sign * rate, stride))
+            for snippet_id, snippet_qpos, mirrored_flag, yaw_rate, stride in pieces:
                 snippets[snippet_id] = converter.features(snippet_qpos)
                 meta[snippet_id] = dict(clip=clip, start=start, end=end, mirrored=mirrored_flag, yaw_rate=yaw_rate,
-                                        floor=plane)
-        slip = converter.kinematics.stance_slip(qpos, converter.timestep)
+                                        floor=plane, stride=stride)
+                if stride:
+                    log(f"{snippet_id}: {len(snippet_qpos)} frames, looping frames {stride[0]}-{stride[1]} "
+                        f"(mismatch {stride[2]:.3f})")
+        slip = converter.kinematics.stance_slip(qpos, dt)
         log(f"{clip}: {len(qpos)} frames, floor height {plane[0]:+.3f} m, slope x {plane[1]:+.3f} y {plane[2]:+.3f}, "
             f"root height median {np.median(qpos[:, 2]):.3f} m, stance-foot slip "
             + (f"median {np.median(slip):+.2f} m/s" if len(slip) else "- (no single stance)"))
+
+    def source_row(snippet_id, m):
+        row = [snippet_id, m["clip"], m["start"], m["end"], int(m["mirrored"]), *(f"{v:.4f}" for v in m["floor"])]
+        row += [f"{m['yaw_rate']:g}"] if curves else []
+        row += list(m["stride"][:2] if m["stride"] else (-1, -1)) if loop_seconds else []
+        return " ".join(str(v) for v in row)
+
     attrs = dict(source="CMU Graphics Lab Motion Capture Database, http://mocap.cs.cmu.edu (see data/mocap/cmu/"
                  "SOURCES.md); converted by envs/mocap/convert.py", walker="CMUHumanoidPositionControlledV2020",
-                 control_timestep=converter.timestep, body_scale=converter.body_scale,
-                 snippet_source=np.array([f"{sid} {m['clip']} {m['start']} {m['end']} {int(m['mirrored'])} "
-                                          + " ".join(f"{v:.4f}" for v in m["floor"])
-                                          + (f" {m['yaw_rate']:g}" if curves else "") for sid, m in meta.items()],
-                                         "S"),
+                 control_timestep=dt, body_scale=converter.body_scale,
+                 snippet_source=np.array([source_row(sid, m) for sid, m in meta.items()], "S"),
                  snippet_source_columns="id clip start_frame end_frame mirrored floor_height slope_x slope_y"
-                 + (" yaw_rate_deg_per_s" if curves else ""))
-    write_hdf5(output, snippets, converter.timestep, attrs)
+                 + (" yaw_rate_deg_per_s" if curves else "") + (" loop_stride_start loop_stride_end"
+                                                                 if loop_seconds else ""))
+    write_hdf5(output, snippets, dt, attrs)
     return meta
 
 
@@ -481,10 +626,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="also write each snippet bent into a left and a right arc at these yaw rates, ids "
                              "<snippet-id>-left<RATE> and -right<RATE> (not the seed's: turning data for steering)")
     parser.add_argument("--curve-clips", nargs="*", help="the clips whose snippets --curve bends (default: all)")
+    parser.add_argument("--loop", type=float, default=0.0, metavar="SECONDS",
+                        help="also write each snippet (and its mirror) made this long by repeating its stride, id "
+                             "<snippet-id>-loop<SECONDS> (not the seed's: walks longer than the clips)")
+    parser.add_argument("--loop-clips", nargs="*", help="the clips whose snippets --loop loops (default: all)")
     args = parser.parse_args(argv)
     try:
         meta = convert_clips(args.source, args.output, args.clips, mirror=args.mirror, curves=tuple(args.curve),
-                             curve_clips=args.curve_clips)
+                             curve_clips=args.curve_clips, loop_seconds=args.loop, loop_clips=args.loop_clips)
     except ConversionError as e:
         parser.exit(2, f"error: {e}\n")
     print(f"wrote {len(meta)} snippets to {args.output} ({args.output.stat().st_size / 1e6:.2f} MB)")

@@ -12,9 +12,9 @@ that leaves ``min_steps`` = 10 steps, early termination (discount 0) when the tr
 truncation (discount 1).
 
 Names: ``humanoid-track`` draws a snippet per episode (uniformly over start points, i.e. weighted by length) from
-every snippet in ``data/mocap/cmu_snippets.h5`` except the curved variants (``<id>-left30``, ``<id>-right30``:
-turning data made from the straight walks, envs/mocap/convert.py; each is still an env of its own,
-``humanoid-track:07_01-0-left30``); ``humanoid-track:<snippet-id>`` (e.g. ``humanoid-track:07_01-0``,
+every snippet in ``data/mocap/cmu_snippets.h5`` except the made-up variants (curved, ``<id>-left30``,
+``<id>-right30``: turning data made from the straight walks; looped, ``<id>-loop<SECONDS>``: walks made longer by
+repeating a stride; envs/mocap/convert.py; each is still an env of its own, ``humanoid-track:07_01-0-left30``); ``humanoid-track:<snippet-id>`` (e.g. ``humanoid-track:07_01-0``,
 ``humanoid-track:07_01-0-mirror``) tracks one snippet; ``envs.make("humanoid-track", clip="07_01-0")`` is the same.
 ``clip`` also takes a list of snippet ids. ``ref_path`` selects another HDF5 file in the same schema.
 ``reference="time"`` (or the names ``humanoid-track-time[:<snippet-id>]``) keeps only ``walker/time_in_clip`` in the task group (a single-clip, time-indexed expert needs
@@ -41,7 +41,7 @@ from dm_control.locomotion.walkers import cmu_humanoid
 
 from envs import EnvError
 from envs.dmc import DMEnv
-from envs.mocap.convert import DEFAULT_OUTPUT, is_curved
+from envs.mocap.convert import DEFAULT_OUTPUT, is_augmented
 
 FAMILY = "humanoid-track"
 TIMED_FAMILY = "humanoid-track-time"   # reference="time": the experts' time-indexed observations
@@ -59,25 +59,25 @@ _BOOKKEEPING = ("walker/clip_id", "walker/velocimeter_control", "walker/gyro_con
 
 
 @functools.lru_cache(maxsize=16)
-def snippet_ids(ref_path: str | Path = DEFAULT_OUTPUT, curved: bool = False) -> list[str]:
-    """The snippets of a mocap file: the clips as captured and their mirrors; with ``curved``, also the curved
-    variants (envs/mocap/convert.py ``curve_qpos``), which every default set leaves out."""
+def snippet_ids(ref_path: str | Path = DEFAULT_OUTPUT, augmented: bool = False) -> list[str]:
+    """The snippets of a mocap file: the clips as captured and their mirrors; with ``augmented``, also the curved
+    and looped variants (envs/mocap/convert.py ``curve_qpos``, ``loop_qpos``), which every default set leaves out."""
     if not Path(ref_path).is_file():
         raise EnvError(f"no mocap data at {ref_path} (regenerate it with `python -m envs.mocap.convert`)")
     with h5py.File(ref_path, "r") as f:
-        return sorted(k for k in f.keys() if curved or not is_curved(k))
+        return sorted(k for k in f.keys() if augmented or not is_augmented(k))
 
 
 def snippet_frames(snippet: str, ref_path: str | Path = DEFAULT_OUTPUT) -> int:
     """The number of mocap frames of ``snippet`` (its length: one control step per frame)."""
-    if snippet not in snippet_ids(ref_path, curved=True):
+    if snippet not in snippet_ids(ref_path, augmented=True):
         raise EnvError(f"unknown snippet {snippet!r}")
     with h5py.File(ref_path, "r") as f:
         return int(f[snippet].attrs["num_steps"])
 
 
 def names() -> list[str]:
-    return [f for family in FAMILIES for f in (family, *(f"{family}:{sid}" for sid in snippet_ids(curved=True)))]
+    return [f for family in FAMILIES for f in (family, *(f"{family}:{sid}" for sid in snippet_ids(augmented=True)))]
 
 
 REFERENCES = ("full", "time")
@@ -103,7 +103,7 @@ def make(name: str, seed: int | None = None, action_repeat: int = 1, clip: str |
         raise EnvError(f"{name}: residual_scale must be in (0, 2], got {residual_scale}")
     if named_clip and clip is not None:
         raise EnvError(f"{name} already names a snippet; do not pass clip= as well")
-    available = snippet_ids(ref_path, curved=True)
+    available = snippet_ids(ref_path, augmented=True)
     clips = [named_clip] if named_clip else ([clip] if isinstance(clip, str) else
                                              list(clip or snippet_ids(ref_path)))
     unknown_clips = [c for c in clips if c not in available]
@@ -175,7 +175,7 @@ class MocapStarts:
 
     def __init__(self, ref_path: str | Path = DEFAULT_OUTPUT):
         try:
-            ids = snippet_ids(ref_path)   # the clips as captured and their mirrors (no curved variants)
+            ids = snippet_ids(ref_path)   # the clips as captured and their mirrors (no made-up variants)
             with h5py.File(ref_path, "r") as f:
                 frames = {k: np.concatenate([f[i]["walkers/walker_0"][k][()].T for i in ids]) for k in self.FIELDS}
         except (OSError, KeyError, EnvError) as e:

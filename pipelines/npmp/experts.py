@@ -67,7 +67,7 @@ def check_snippets(snippets) -> list[str]:
     from envs import EnvError
     from envs.mocap.tracking import snippet_ids
 
-    available = snippet_ids(curved=True)
+    available = snippet_ids(augmented=True)
     snippets = list(snippets)
     if not snippets:
         raise EnvError("no snippets given")
