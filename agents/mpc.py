@@ -20,12 +20,13 @@ The controller (``TrackingPlanner``), at every control step t of a ``humanoid-tr
    environment's reward, computed from the rolled-out states) summed over the horizon, where a step whose tracking
    error exceeds the environment's termination threshold earns nothing for the rest of the horizon; near the
    clip's end the horizon stops where the episode does;
-6. executes the first command of the best plan and keeps the plan, shifted by one control step, as the next
-   nominal (warm start).
+6. executes the first command of the best plan and keeps the plan, shifted by one control step and scaled by
+   ``warm_start_decay``, as the next nominal (warm start).
 The defaults (CEM, 3 rounds of 32 candidates, feedback gain 2) were chosen by the tracking they gave on one walk
 (07_01-0), the 1.2 s horizon with 3 knots on eight snippets, where the 0.6 s of MuJoCo MPC left the walks falling at
-the same points whatever the sample count (docs/npmp.md has the tables); quality on every shipped snippet is
-measured by benchmarks/experts.py. ``feedback_jacobian`` gives the Jacobian of the executed command with the plan
+the same points whatever the sample count, and the warm start's decay of 0.97 on a walk looped to 10 s, where an
+undecayed warm start let an arm drift until the walker fell (docs/npmp.md has the tables); quality on every shipped
+snippet is measured by benchmarks/experts.py. ``feedback_jacobian`` gives the Jacobian of the executed command with the plan
 held fixed, which the NPMP pipeline uses as LFPC's linear-feedback policy (seed 000 eqs 8.5-8.9).
 """
 from __future__ import annotations
@@ -65,6 +66,9 @@ class MPCConfig:
     threads: int = 0           # rollout threads; 0: one per core
     root_position_weight: float = 0.0     # planner-only shaping: per metre of root position error ...
     root_orientation_weight: float = 0.0   # ... and per radian of root orientation error, per step
+    warm_start_decay: float = 0.97  # the kept plan is scaled by this before it warm-starts the next step (a ~1 s
+                                    # time constant); at 1 the joints the reward barely sees (an arm) random-walk
+                                    # from plan to plan until the walker falls (docs/npmp.md, "A plan that forgets")
     seed: int = 0
 
     def validate(self) -> None:
@@ -79,6 +83,8 @@ class MPCConfig:
             raise ConfigError(f"noise_std and feedback_gain must be >= 0, got {self.noise_std}, {self.feedback_gain}")
         if not (self.root_position_weight >= 0 and self.root_orientation_weight >= 0):
             raise ConfigError("root_position_weight and root_orientation_weight must be >= 0")
+        if not 0 <= self.warm_start_decay <= 1:
+            raise ConfigError(f"warm_start_decay must be in [0, 1], got {self.warm_start_decay}")
         if self.threads < 0:
             raise ConfigError(f"threads must be >= 0, got {self.threads}")
         if self.method == "cem" and self.elites >= self.candidates:
@@ -285,7 +291,7 @@ class TrackingPlanner:
         horizon = max(1, min(cfg.horizon, self.env.last_step - t))
         reference = self._reference(np.arange(t + 1, t + 1 + horizon))
 
-        nominal = self.shift @ self.nominal
+        nominal = cfg.warm_start_decay * (self.shift @ self.nominal)
         std = cfg.noise_std
         best_knots, best_score, nominal_score = nominal, -np.inf, None
         for _ in range(cfg.iterations):

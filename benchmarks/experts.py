@@ -59,7 +59,7 @@ def run_controller(env, act) -> dict:
 
 def measure(args: tuple) -> tuple[str, dict]:
     """(snippet, record) for one snippet; runs in a worker process with one planner thread."""
-    snippet, settings = args
+    snippet, settings, mocap = args
     import numpy as np
 
     import envs
@@ -67,9 +67,9 @@ def measure(args: tuple) -> tuple[str, dict]:
     from envs.mocap.tracking import MAX_COMIC_REWARD
     from pipelines.npmp.experts import reference_score
 
-    reference = reference_score(snippet)
+    reference = reference_score(snippet, mocap)
     scale = MAX_COMIC_REWARD * reference["full_steps"]
-    env = envs.make(f"humanoid-track:{snippet}", seed=0, clip_start=True)
+    env = envs.make(f"humanoid-track:{snippet}", seed=0, clip_start=True, ref_path=mocap)
     feed_forward = run_controller(env, env.reference_action)
     config = MPCConfig(**settings)
     planner = TrackingPlanner(env, config)
@@ -162,12 +162,15 @@ def main(argv=None) -> int:
     p.add_argument("--hours", type=float, help="start no new snippet after this long")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="planner setting (MPCConfig)")
     p.add_argument("--results", type=Path, default=RESULTS)
+    p.add_argument("--mocap", type=Path, help="another mocap file in the shipped one's schema (e.g. looped walks, "
+                   "envs/mocap/convert.py --loop); default: the shipped data/mocap/cmu_snippets.h5")
     p.add_argument("--report", action="store_true", help="print the table of the results file and exit")
     args = p.parse_args(argv)
 
     from agents.config import ConfigError, apply_overrides
     from agents.mpc import MPCConfig
-    from envs.mocap.tracking import snippet_ids
+    from envs import EnvError
+    from envs.mocap.tracking import DEFAULT_OUTPUT, snippet_ids
 
     if args.report:
         if not args.results.is_file():
@@ -182,18 +185,25 @@ def main(argv=None) -> int:
         config.validate()
     except ValueError as e:   # ConfigError, or a --set without "="
         fail(f"--set: {e}" if not isinstance(e, ConfigError) else str(e))
-    available = snippet_ids(augmented=True)
-    snippets = args.snippets or snippet_ids()   # by default the clips as captured and their mirrors
+    mocap = str(args.mocap or DEFAULT_OUTPUT)
+    try:
+        available = snippet_ids(mocap, augmented=True)
+    except EnvError as e:
+        fail(str(e))
+    snippets = args.snippets or snippet_ids(mocap)   # by default the clips as captured and their mirrors
     unknown = [s for s in snippets if s not in available]
     if unknown:
         fail(f"unknown snippet(s) {', '.join(unknown)}; snippets are {', '.join(available[:4])}, ... "
              f"({len(available)} in all)")
     settings = dataclasses.asdict(config)
     old = json.loads(args.results.read_text()) if args.results.is_file() else {}
-    table = old.get("snippets", {}) if old.get("planner") == settings else {}
+    same = old.get("planner") == settings and old.get("mocap", str(DEFAULT_OUTPUT)) == mocap
+    table = old.get("snippets", {}) if same else {}
     result = {"command": "python benchmarks/experts.py " + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
               "date": datetime.date.today().isoformat(), "planner": settings, "snippets": table}
+    if args.mocap:
+        result["mocap"] = mocap
 
     def save():
         result["snippets"] = dict(sorted(table.items()))
@@ -210,7 +220,7 @@ def main(argv=None) -> int:
               f"(feed-forward {f['steps_tracked']}, {f['reward_per_step']:.2f}); "
               f"{m['seconds_per_control_step']:.2f} s per control step", flush=True)
 
-    todo = [(s, settings) for s in snippets if s not in table]
+    todo = [(s, settings, mocap) for s in snippets if s not in table]
     print(f"{len(todo)} snippets to plan ({len(snippets) - len(todo)} already measured)", flush=True)
     run_pool(measure, todo, args.workers, args.hours, on_result, "experts")
     save()

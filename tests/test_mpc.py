@@ -60,7 +60,8 @@ def test_interpolation_and_warm_start_shift():
 
 
 @pytest.mark.parametrize("bad", [{"method": "mppi"}, {"horizon": 0}, {"knots": 11, "horizon": 10},
-                                 {"noise_std": float("nan")}, {"method": "cem", "elites": 40}])
+                                 {"noise_std": float("nan")}, {"method": "cem", "elites": 40},
+                                 {"warm_start_decay": 1.5}, {"warm_start_decay": -0.1}])
 def test_bad_settings(bad):
     with pytest.raises(ConfigError):
         MPCConfig(**bad).validate()
@@ -95,6 +96,20 @@ def test_train_mpc_logs_tracking_and_rejects_other_envs(cli, tmp_path):
     assert_one_line_error(cli("--env", "cartpole-swingup", "--agent", "mpc", "--steps", "10",
                               "--logdir", tmp_path / "bad"), "humanoid-track")
     assert not (tmp_path / "bad").exists()
+
+
+def test_the_warm_start_decays(env):
+    """The kept plan, shifted one step, is scaled by ``warm_start_decay`` before the next step's search: with the
+    nominal as the only candidate, the plan executed is exactly that."""
+    for decay in (1.0, 0.5):
+        planner = TrackingPlanner(env, MPCConfig(threads=1, horizon=10, knots=4, candidates=1, method="ps",
+                                                 iterations=1, warm_start_decay=decay))
+        kept = np.random.default_rng(0).normal(scale=0.1, size=planner.nominal.shape)
+        planner.nominal = kept.copy()
+        command = planner.act()
+        np.testing.assert_allclose(planner.nominal, decay * planner.shift @ kept, atol=1e-12)
+        base = planner._base_commands(full_state(planner.model, env.physics.data.ptr)[None], env.time_step)[0]
+        np.testing.assert_allclose(command, np.clip(base + planner.weights[0] @ planner.nominal, -1, 1), atol=1e-6)
 
 
 def test_the_plan_stops_where_the_episode_does(env):
@@ -183,3 +198,23 @@ def test_expert_benchmark_report_groups_snippets_by_kind():
     # 2 walks, mean length 90, 1 tracked to the end, median fraction tracked (1.0 + 0.5) / 2
     assert walk.split(" | ")[1:5] == ["2", "90", "1", "0.75"]
     assert next(line for line in lines if line.startswith("| **all** |")).split(" | ")[1:4] == ["4", "62", "2"]
+
+
+def test_expert_benchmark_reads_another_mocap_file(tmp_path):
+    """``--mocap`` measures the snippets of another file (looped walks are not shipped); a missing file or a snippet
+    it lacks is one error line."""
+    import subprocess
+    import sys
+
+    from envs.mocap import convert
+    from pipelines.npmp.experts import reference_score
+
+    looped = tmp_path / "looped.h5"
+    convert.convert_clips(convert.SOURCE_DIR, looped, ["07_01"], loop_seconds=4.0, log=lambda line: None)
+    assert reference_score("07_01-0-loop4", looped)["full_steps"] == 134 - 6   # 4 s of frames; the task looks 6 ahead
+    script = [sys.executable, "benchmarks/experts.py", "--results", str(tmp_path / "r.json")]
+    missing = subprocess.run(script + ["--mocap", str(tmp_path / "nope.h5")], capture_output=True, text=True)
+    assert_one_line_error(missing, "no mocap data")
+    unknown = subprocess.run(script + ["--mocap", str(looped), "--snippets", "09_01-0"], capture_output=True,
+                             text=True)
+    assert_one_line_error(unknown, "unknown snippet", "09_01-0")

@@ -62,12 +62,13 @@ EXPERT_OVERRIDES = {"update_every": "4"}
 
 
 # -- training -----------------------------------------------------------------------------------------------------
-def check_snippets(snippets) -> list[str]:
-    """The snippet ids, or one EnvError naming the unknown ones (with close matches)."""
+def check_snippets(snippets, ref_path=None) -> list[str]:
+    """The snippet ids (of the shipped mocap file, or ``ref_path``), or one EnvError naming the unknown ones (with
+    close matches)."""
     from envs import EnvError
-    from envs.mocap.tracking import snippet_ids
+    from envs.mocap.tracking import DEFAULT_OUTPUT, snippet_ids
 
-    available = snippet_ids(augmented=True)
+    available = snippet_ids(ref_path or DEFAULT_OUTPUT, augmented=True)
     snippets = list(snippets)
     if not snippets:
         raise EnvError("no snippets given")
@@ -197,14 +198,15 @@ def train_experts(snippets, root: str | Path, steps: int, address: str | None = 
 
 
 # -- evaluation ---------------------------------------------------------------------------------------------------
-def reference_score(snippet: str) -> dict:
+def reference_score(snippet: str, ref_path=None) -> dict:
     """The reference's own score on ``snippet`` from its first frame: kinematic playback (every step at the
     reference). {snippet, full_steps, playback_return, reference_return = MAX_COMIC_REWARD * full_steps}."""
     import envs
-    from envs.mocap.tracking import MAX_COMIC_REWARD, TrackingEnv
+    from envs.mocap.tracking import DEFAULT_OUTPUT, MAX_COMIC_REWARD, TrackingEnv
 
-    check_snippets([snippet])
-    env = TrackingEnv([snippet], playback=True, reference="time", clip_start=True, seed=0)
+    check_snippets([snippet], ref_path)
+    env = TrackingEnv([snippet], ref_path=ref_path or DEFAULT_OUTPUT, playback=True, reference="time",
+                      clip_start=True, seed=0)
     env.reset(seed=0)
     total, steps, done = 0.0, 0, False
     zero = np.zeros(env.action_space.shape, np.float32)
