@@ -251,6 +251,11 @@ class WalkerKinematics:
         self.mirror_sign = np.array(signs)
 
 
+def wrap_angle(angle):
+    """Angles (radians) wrapped to [-pi, pi)."""
+    return (angle + np.pi) % (2 * np.pi) - np.pi
+
+
 def _rotation(quat: np.ndarray) -> np.ndarray:
     matrix = np.zeros(9)
     mujoco.mju_quat2Mat(matrix, np.asarray(quat, np.float64))
@@ -316,7 +321,7 @@ def stride_mismatch(qpos: np.ndarray, start: int, end: int, dt: float = CONTROL_
     def velocity(t):
         before, after = max(t - 1, 0), min(t + 1, len(qpos) - 1)
         return (qpos[after, 7:] - qpos[before, 7:]) / ((after - before) * dt)
-    joints = (qpos[end, 7:] - qpos[start, 7:] + np.pi) % (2 * np.pi) - np.pi
+    joints = wrap_angle(qpos[end, 7:] - qpos[start, 7:])
     tilt = _rotation_angle(_tilt(qpos[end, 3:7]) @ _tilt(qpos[start, 3:7]).T)
     speed = velocity(end) - velocity(start)
     return float(np.sqrt(np.mean(joints ** 2)) + tilt + abs(qpos[end, 2] - qpos[start, 2])
@@ -357,7 +362,7 @@ def loop_qpos(qpos: np.ndarray, start: int, end: int, frames: int) -> np.ndarray
     # close the stride: frame end's joints, height and tilt become frame start's (its heading is carried, not closed)
     stride = np.array(qpos[start:end + 1], dtype=np.float64, copy=True)
     fraction = np.arange(length + 1)[:, None] / length
-    joint_gap = (qpos[end, 7:] - qpos[start, 7:] + np.pi) % (2 * np.pi) - np.pi
+    joint_gap = wrap_angle(qpos[end, 7:] - qpos[start, 7:])
     stride[:, 7:] -= fraction * joint_gap
     stride[:, 2] -= fraction[:, 0] * (qpos[end, 2] - qpos[start, 2])
     target = np.zeros(4)
@@ -463,7 +468,7 @@ class Converter:
 
     def limit_joints(self, qpos: np.ndarray) -> np.ndarray:
         out = qpos.copy()
-        wrapped = (qpos[:, 7:] + np.pi) % (2 * np.pi) - np.pi
+        wrapped = wrap_angle(qpos[:, 7:])
         out[:, 7:] = np.clip(wrapped, self.kinematics.joint_range[:, 0], self.kinematics.joint_range[:, 1])
         return out
 
