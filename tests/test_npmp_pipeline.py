@@ -180,3 +180,54 @@ def test_lqr_experts_label_with_the_feedback_law_around_the_planners_run(tmp_pat
     capsys.readouterr()
     assert npmp_main(["collect", "--expert-policy", "lqr", "--snippets", TRAIN, "--data", str(tmp_path / "x.h5")]) == 2
     assert "needs --experts mpc" in capsys.readouterr().err
+
+
+def test_collections_from_another_mocap_file_keep_their_reference_through_distil_and_relabel(tmp_path, capsys):
+    """collect --mocap: snippets of a mocap file that is not the shipped one (a walk looped past its clip's end) are
+    collected, distilled with the reference look-ahead, and relabelled from that file, which the data names; such a
+    collection merges with one of shipped snippets made with other planner settings only when asked to."""
+    from envs.mocap import convert
+    from envs.mocap.tracking import snippet_frames
+
+    mocap, looped = tmp_path / "looped.h5", "07_01-0-loop4"
+    assert convert.main(["--clips", "07_01", "--loop", "4", "--loop-clips", "07_01", "--output", str(mocap)]) == 0
+    planner = [arg for pair in ("horizon=4", "knots=1", "candidates=4", "iterations=1", "method=ps")
+               for arg in ("--planner-set", pair)]
+    common = ["collect", "--experts", "mpc", "--expert-policy", "lqr", "--held-out", HELD_OUT, "--processes", "1",
+              "--trajectories", "1", "--perturbation-trajectories", "1", *planner]
+    data = tmp_path / "looped_data.h5"
+    capsys.readouterr()   # a looped snippet is unknown to the shipped file: one clear error, nothing written
+    assert npmp_main([*common, "--snippets", looped, "--data", str(data)]) == 2
+    assert "unknown snippet" in capsys.readouterr().err and not data.exists()
+    assert npmp_main([*common, "--snippets", looped, "--mocap", str(mocap), "--data", str(data)]) == 0
+    (result,), _ = read_results(data)
+    assert result["attrs"]["mocap"] == str(mocap) and snippet_frames(looped, mocap) == 134
+    dataset = NPMPDataset(data, lookahead_source="reference")   # the reference is the looped clip's
+    from pipelines.npmp.evaluate import reference_states
+
+    np.testing.assert_array_equal(dataset.reference.numpy(), reference_states(looped, ref_path=mocap))
+    assert len(dataset.reference) > snippet_frames("07_01-0") + 40   # 4 s of walking, not the 2.6 s clip
+    primitives, relabelled = tmp_path / "primitives", tmp_path / "dagger.h5"
+    assert npmp_main(["distill", "--data", str(data), *TINY_MODEL, "--out", str(primitives)]) == 0
+    assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(relabelled),
+                      "--trajectories", "1", "--processes", "1"]) == 0
+    assert read_results(relabelled)[0][0]["attrs"]["relabelled_trajectories"] == 1
+    # shipped snippets collected with another planner setting: merged only with --mixed-planners, each input's
+    # planner kept
+    shipped, merged = tmp_path / "shipped.h5", tmp_path / "merged.h5"
+    assert npmp_main([*common, "--planner-set", "warm_start_decay=1.0", "--snippets", TRAIN, "--data",
+                      str(shipped)]) == 0
+    capsys.readouterr()
+    assert npmp_main(["merge", str(shipped), str(data), "--out", str(merged)]) == 2
+    assert "--mixed-planners" in capsys.readouterr().err and not merged.exists()
+    assert npmp_main(["merge", str(shipped), str(data), "--out", str(merged), "--mixed-planners"]) == 0
+    both = NPMPDataset(merged, lookahead_source="reference")
+    assert [m["planner"]["warm_start_decay"] for m in both.meta["merged_from"]] == [1.0, 0.97]
+    assert both.snippets == sorted([TRAIN, looped])
+    # a data file whose mocap file is gone says so
+    mocap.rename(tmp_path / "moved.h5")
+    with pytest.raises(Exception, match="mocap file .* is missing"):
+        NPMPDataset(data, lookahead_source="reference")
+    capsys.readouterr()
+    assert npmp_main(["collect", "--snippets", TRAIN, "--mocap", str(mocap), "--data", str(tmp_path / "x.h5")]) == 2
+    assert "--mocap needs --experts mpc" in capsys.readouterr().err

@@ -67,6 +67,9 @@ def _collect_args(p):
                    help="noisy rollouts per expert used to estimate the LFPC perturbation distribution")
     p.add_argument("--processes", type=int, default=None,
                    help="collect on this many local processes instead of Ray (a machine without Ray)")
+    p.add_argument("--mocap", type=Path, default=None,
+                   help="mpc experts: the mocap file holding the snippets (default: the shipped one), e.g. looped "
+                        "walks (docs/mocap.md); stored with each snippet's data, so distil and relabel read it too")
 
 
 def _distill_args(p):
@@ -116,6 +119,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                                      "settings (e.g. on different machines)")
     m.add_argument("inputs", nargs="+", type=Path, help="data files written by collect or relabel")
     m.add_argument("--out", type=Path, required=True, help="the merged data file (the inputs are left as they are)")
+    m.add_argument("--mixed-planners", action="store_true",
+                   help="merge collections whose planner settings differ (e.g. before and after a new default); "
+                        "each input's settings are kept in the meta")
     e = sub.add_parser("evaluate", help="one-shot imitation and latent optimisation on training and held-out clips")
     _common(e)
     e.add_argument("--primitives", type=Path, default=ROOT / "data" / "primitives" / "npmp")
@@ -159,8 +165,10 @@ def collection_jobs(args) -> tuple[list, dict]:
     from pipelines.npmp.experts import check_snippets, expert_dirs
 
     snippets, lqr = [*args.snippets, *args.held_out], None
+    mocap = str(args.mocap) if args.mocap else None
     if args.experts == "mpc":   # held-out clips need no data: evaluation runs closed loop from the reference
-        check_snippets(snippets)
+        check_snippets(args.snippets, mocap)
+        check_snippets(args.held_out)
         snippets = list(args.snippets)
         settings = dataclasses.asdict(apply_overrides(MPCConfig(threads=1), split_overrides(args.planner_set)))
         sources, expert_meta = ["mpc"] * len(snippets), {"experts": "mpc", "planner": settings}
@@ -169,6 +177,8 @@ def collection_jobs(args) -> tuple[list, dict]:
     else:
         if args.expert_policy != "plan":
             raise ConfigError("--expert-policy lqr needs --experts mpc (the LQR law is built around a planner's run)")
+        if mocap:
+            raise ConfigError("--mocap needs --experts mpc (svg0 experts were trained on the shipped snippets)")
         settings, expert_meta = None, {"experts": "svg0"}
         sources = [str(d) for d in expert_dirs(args.experts_root, snippets)]
     collection = {"trajectories": args.trajectories, "action_noise_std": args.action_noise,
@@ -177,7 +187,7 @@ def collection_jobs(args) -> tuple[list, dict]:
     parts = args.data.with_suffix(".parts")
     jobs = [data.CollectJob(snippet, source, str(parts / f"{snippet}.h5"), args.seed + i, args.trajectories,
                             args.action_noise, args.perturbation_trajectories, settings,
-                            {**collection, "seed": args.seed + i}, lqr)
+                            {**collection, "seed": args.seed + i}, lqr, mocap)
             for i, (snippet, source) in enumerate(zip(snippets, sources))]
     return jobs, {**collection, "seed": args.seed, "held_out": list(args.held_out)}
 
@@ -198,10 +208,11 @@ def _run_parts(args, run, jobs: list, parts: Path, verb: str) -> None:
     snippets), fanned out on Ray or ``--processes``; finished parts are kept whatever happens."""
     from agents.config import ConfigError
     from cluster.fanout import FanOutError, fan_out
-    from envs.mocap.tracking import snippet_frames
+    from envs.mocap.tracking import DEFAULT_OUTPUT, snippet_frames
     from pipelines.npmp import data
 
-    todo = sorted((job for job in jobs if not data.finished_part(job)), key=lambda job: snippet_frames(job.snippet))
+    todo = sorted((job for job in jobs if not data.finished_part(job)),
+                  key=lambda job: snippet_frames(job.snippet, job.mocap or DEFAULT_OUTPUT))
     if len(todo) < len(jobs):
         print(f"{len(jobs) - len(todo)} of {len(jobs)} snippets already {verb}ed in {parts}", file=sys.stderr)
     try:
@@ -235,9 +246,10 @@ def relabel(args) -> Path:
     round_meta = {"primitives": _repo_relative(args.primitives), "trajectories": args.trajectories,
                   "action_noise_std": args.action_noise, "seed": args.seed}
     meta = {**base_meta, "relabelled": [*base_meta.get("relabelled", []), round_meta]}
-    parts = args.out.with_suffix(".parts")
+    parts, mocaps = args.out.with_suffix(".parts"), data.read_mocaps(args.data)
     jobs = [data.RelabelJob(s, str(args.data), str(args.primitives), str(parts / f"{s}.h5"), args.seed + i,
-                            args.trajectories, args.action_noise, base_meta.get("planner"), meta, base_meta.get("lqr"))
+                            args.trajectories, args.action_noise, base_meta.get("planner"), meta, base_meta.get("lqr"),
+                            mocaps[s])
             for i, s in enumerate(snippets)]
     with RunLock(parts):
         _run_parts(args, data.run_relabel_job, jobs, parts, "relabel")
@@ -406,7 +418,8 @@ def main(argv=None) -> int:
         elif args.command == "merge":
             from pipelines.npmp.data import merge_datasets
 
-            print(f"merged {len(args.inputs)} files into {merge_datasets(args.inputs, args.out)}")
+            print(f"merged {len(args.inputs)} files into "
+                  f"{merge_datasets(args.inputs, args.out, mixed_planners=args.mixed_planners)}")
         elif args.command == "evaluate":
             evaluate(args)
         elif args.command == "half":

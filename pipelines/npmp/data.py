@@ -210,13 +210,14 @@ class PlannerExpert:
 
     residual_scale = None
 
-    def __init__(self, snippet: str, config=None):
+    def __init__(self, snippet: str, config=None, mocap: str | None = None):
+        """``mocap``: the mocap file holding ``snippet`` (None: the shipped one), e.g. one with looped walks."""
         from agents.mpc import MPCConfig
 
-        self.snippet, self.config = snippet, config or MPCConfig(threads=1)
+        self.snippet, self.config, self.mocap = snippet, config or MPCConfig(threads=1), mocap
         self.config.validate()
         self.env_name, self.run_dir, self.steps = f"{tracking.TIMED_FAMILY}:{snippet}", f"mpc:{snippet}", 0
-        env = envs.make(self.env_name, seed=0, clip_start=True)   # EnvError for an unknown snippet
+        env = self._env(seed=0)   # EnvError for an unknown snippet
         self.layout = ObsLayout(env.observation_space)
         self.proprio, self.task = self.layout.slices[STATE_GROUP], self.layout.slices["task"]
         self.state_dim = self.proprio.stop - self.proprio.start
@@ -224,11 +225,15 @@ class PlannerExpert:
         env.close()
         self.planner = None
 
+    def _env(self, seed: int | None):
+        kwargs = {"ref_path": self.mocap} if self.mocap else {}
+        return envs.make(self.env_name, seed=seed, clip_start=True, **kwargs)
+
     def make_env(self, seed: int | None = None):
         """The snippet's tracking env (episodes start at its first frame), with a planner bound to it."""
         from agents.mpc import TrackingPlanner
 
-        env = envs.make(self.env_name, seed=seed, clip_start=True)
+        env = self._env(seed)
         if self.planner is not None:
             self.planner.close()
         self.planner = TrackingPlanner(env, self.config)
@@ -258,12 +263,12 @@ class FeedbackExpert(PlannerExpert):
     the clip time only, cheap to query, so noisy rollouts and relabelling cost physics steps rather than plans;
     the planner runs once per snippet (``make_env``)."""
 
-    def __init__(self, snippet: str, config=None, lqr_config=None, plan: dict | None = None):
+    def __init__(self, snippet: str, config=None, lqr_config=None, plan: dict | None = None, mocap: str | None = None):
         """``plan``: the planner's run saved with collected data (``plan`` arrays of ``collect_from``), used instead
         of planning again."""
         from agents.lqr import LQRConfig
 
-        super().__init__(snippet, config)
+        super().__init__(snippet, config, mocap)
         self.lqr_config = lqr_config or LQRConfig()
         self.lqr_config.validate()
         self.tracker, self.env, self.plan = None, None, plan
@@ -377,26 +382,27 @@ def collect_expert(expert_dir: Path | str, trajectories: int, action_noise_std: 
                         with_jacobians=True)
 
 
-def planner_expert(snippet: str, settings: dict | None = None, lqr: dict | None = None, plan: dict | None = None
-                   ) -> PlannerExpert:
+def planner_expert(snippet: str, settings: dict | None = None, lqr: dict | None = None, plan: dict | None = None,
+                   mocap: str | None = None) -> PlannerExpert:
     """The MPC expert of ``snippet`` (``settings``: agents.mpc.MPCConfig fields): the planner itself, or with
     ``lqr`` (agents.lqr.LQRConfig fields) the LQR law around its noise-free run (``FeedbackExpert``; ``plan``: that
-    run, if it was saved)."""
+    run, if it was saved). ``mocap``: the file holding the snippet (None: the shipped one)."""
     from agents.lqr import LQRConfig
     from agents.mpc import MPCConfig
 
     config = MPCConfig(**{"threads": 1, **(settings or {})})
     if lqr is None:
-        return PlannerExpert(snippet, config)
-    return FeedbackExpert(snippet, config, LQRConfig(**lqr), plan)
+        return PlannerExpert(snippet, config, mocap)
+    return FeedbackExpert(snippet, config, LQRConfig(**lqr), plan, mocap)
 
 
 def collect_planner(snippet: str, trajectories: int, action_noise_std: float, perturbation_trajectories: int,
-                    seed: int, settings: dict | None = None, lqr: dict | None = None) -> dict:
+                    seed: int, settings: dict | None = None, lqr: dict | None = None, mocap: str | None = None
+                    ) -> dict:
     """``collect_expert`` for an MPC expert (``planner_expert``) on one snippet: noisy-rollout BC data and a nominal
     trajectory, with the planner's feedback Jacobians when it has feedback (none for the LQR law, whose gains act
     on the simulator state)."""
-    expert = planner_expert(snippet, settings, lqr)
+    expert = planner_expert(snippet, settings, lqr, mocap=mocap)
     return collect_from(expert, trajectories, action_noise_std, perturbation_trajectories, seed,
                         with_jacobians=lqr is None and expert.config.feedback_gain > 0)
 
@@ -420,7 +426,9 @@ def collect_from(expert, trajectories: int, action_noise_std: float, perturbatio
              "nominal_terminated": nominal["terminated"],
              "bc_mean_return": float(bc["rewards"].sum() / trajectories),
              "bc_mean_steps": float(bc["lengths"].mean()), "max_step_reward": tracking.MAX_COMIC_REWARD,
-             "deviation_count": len(deviations)}
+             "deviation_count": len(deviations),
+             # the snippet's mocap file when it is not the shipped one (looped walks): its reference is read there
+             "mocap": getattr(expert, "mocap", None) or ""}
     result = {"snippet": expert.snippet, "bc": bc, "nominal": _concatenate([nominal]),
               "deviation_sq_sum": (deviations**2).sum(0), "attrs": attrs}
     if getattr(expert, "plan", None) is not None:   # the planner's run under an LQR law: relabelling reuses it
@@ -429,7 +437,8 @@ def collect_from(expert, trajectories: int, action_noise_std: float, perturbatio
 
 
 def relabel_planner(snippet: str, primitives: str, trajectories: int, action_noise_std: float, seed: int,
-                    settings: dict | None = None, lqr: dict | None = None, plan: dict | None = None) -> dict:
+                    settings: dict | None = None, lqr: dict | None = None, plan: dict | None = None,
+                    mocap: str | None = None) -> dict:
     """DAgger data for one snippet: ``trajectories`` episodes driven by the primitives (closed loop on the clip's
     reference, action noise ``action_noise_std``), every visited state labelled by the planner. A departure from
     the seed (its BC data, eq 8.4, visits only states of the noisy expert): the primitives' own mistakes take them
@@ -442,11 +451,11 @@ def relabel_planner(snippet: str, primitives: str, trajectories: int, action_noi
     if trajectories < 1:
         raise ConfigError(f"need trajectories >= 1, got {trajectories}")
     model, _ = load_primitives(primitives)
-    expert = planner_expert(snippet, settings, lqr, plan)
+    expert = planner_expert(snippet, settings, lqr, plan, mocap)
     env = expert.make_env(seed)
     rng = np.random.default_rng(seed)
     try:
-        episodes = [rollout(expert, env, action_noise_std, rng, actor=primitives_actor(model, snippet))
+        episodes = [rollout(expert, env, action_noise_std, rng, actor=primitives_actor(model, snippet, ref_path=mocap))
                     for _ in range(trajectories)]
     finally:
         env.close()
@@ -525,6 +534,13 @@ def read_snippets(path: Path | str) -> list[str]:
         return sorted(k for k in f.keys() if isinstance(f[k], h5py.Group))
 
 
+def read_mocaps(path: Path | str) -> dict[str, str | None]:
+    """Each snippet's mocap file (``snippet_mocap``) in a file ``write_dataset`` wrote, without loading its arrays."""
+    read_meta(path)   # checks the format
+    with h5py.File(path, "r") as f:
+        return {k: snippet_mocap(dict(g.attrs)) for k, g in f.items() if isinstance(g, h5py.Group)}
+
+
 def read_results(path: Path | str) -> tuple[list[dict], dict]:
     """The per-expert results (as ``collect_from`` returns them) and the meta of a file ``write_dataset`` wrote."""
     path = Path(path)
@@ -540,6 +556,16 @@ def read_results(path: Path | str) -> tuple[list[dict], dict]:
             return results, json.loads(f.attrs["meta"])
     except (OSError, KeyError, ValueError) as e:
         raise ConfigError(f"{path} is missing or corrupt ({e.__class__.__name__}: {e})") from None
+
+
+def snippet_mocap(attrs: dict) -> str | None:
+    """The mocap file a collected snippet came from (its part's ``mocap`` attribute), or None for the shipped one."""
+    mocap = attrs.get("mocap", "")
+    mocap = mocap.decode() if isinstance(mocap, bytes) else str(mocap)
+    if mocap and not Path(mocap).is_file():
+        raise ConfigError(f"the snippet's mocap file {mocap} is missing (regenerate it with the command in "
+                          "docs/mocap.md)")
+    return mocap or None
 
 
 @dataclass(frozen=True)
@@ -559,13 +585,14 @@ class CollectJob:
     settings: dict | None = None
     meta: dict | None = None
     lqr: dict | None = None
+    mocap: str | None = None
 
 
 def run_collect_job(job: CollectJob) -> str:
     """Collect ``job.snippet`` and write its part file (atomically); returns the part's path."""
     if job.expert == "mpc":
         result = collect_planner(job.snippet, job.trajectories, job.action_noise_std, job.perturbation_trajectories,
-                                 job.seed, job.settings, job.lqr)
+                                 job.seed, job.settings, job.lqr, job.mocap)
     else:
         result = collect_expert(job.expert, job.trajectories, job.action_noise_std, job.perturbation_trajectories,
                                 job.seed)
@@ -587,13 +614,14 @@ class RelabelJob:
     settings: dict | None = None
     meta: dict | None = None
     lqr: dict | None = None
+    mocap: str | None = None
 
 
 def run_relabel_job(job: RelabelJob) -> str:
     """Relabel ``job.snippet`` and write its part (the snippet's old data plus the new episodes), atomically."""
     (result,) = [r for r in read_results(job.data)[0] if r["snippet"] == job.snippet]
     relabelled = relabel_planner(job.snippet, job.primitives, job.trajectories, job.action_noise_std, job.seed,
-                                 job.settings, job.lqr, result.get("plan"))
+                                 job.settings, job.lqr, result.get("plan"), job.mocap)
     return str(write_dataset(job.path, [with_relabelled(result, relabelled)], meta=job.meta))
 
 
@@ -614,16 +642,20 @@ def merge_parts(paths: list[Path | str], out_path: Path | str, meta: dict) -> Pa
     return write_dataset(out_path, [r for p in paths for r in read_results(p)[0]], meta=meta)
 
 
-def merge_datasets(paths: list[Path | str], out_path: Path | str) -> Path:
+def merge_datasets(paths: list[Path | str], out_path: Path | str, mixed_planners: bool = False) -> Path:
     """One dataset from data files collected with the same settings (snippets split between machines or runs);
-    only the seeds may differ. Each snippet may appear once; Delta is re-estimated over all of them."""
+    only the seeds may differ, and with ``mixed_planners`` the planner's settings (each input's are kept in the
+    meta's ``merged_from``; the merged meta's ``planner`` is the first input's). Each snippet may appear once;
+    Delta is re-estimated over all of them."""
     loaded = [read_results(path) for path in paths]
-    settings = [{k: v for k, v in meta.items() if k not in ("seed", "merged_from")} for _, meta in loaded]
+    ignored = ("seed", "merged_from", *(("planner",) if mixed_planners else ()))
+    settings = [{k: v for k, v in meta.items() if k not in ignored} for _, meta in loaded]
     for path, other in zip(paths[1:], settings[1:]):
         if other != settings[0]:
             differ = sorted(k for k in {*other, *settings[0]} if other.get(k) != settings[0].get(k))
+            hint = "" if mixed_planners or differ != ["planner"] else " (--mixed-planners merges them anyway)"
             raise ConfigError(f"{path} was collected with other settings than {paths[0]} (they differ in "
-                              f"{', '.join(differ)}); merge only collections made with the same settings")
+                              f"{', '.join(differ)}); merge only collections made with the same settings{hint}")
     seen: dict[str, Path | str] = {}
     for path, (results, _) in zip(paths, loaded):
         for snippet in (r["snippet"] for r in results):
@@ -631,7 +663,9 @@ def merge_datasets(paths: list[Path | str], out_path: Path | str) -> Path:
                 raise ConfigError(f"{snippet} is in both {seen[snippet]} and {path}; merge each snippet once")
             seen[snippet] = path
     metas = [meta for _, meta in loaded]
-    meta = {**metas[0], "merged_from": [{"path": str(p), "seed": m.get("seed")} for p, m in zip(paths, metas)]}
+    meta = {**metas[0], "merged_from": [{"path": str(p), "seed": m.get("seed"),
+                                         **({"planner": m.get("planner")} if mixed_planners else {})}
+                                        for p, m in zip(paths, metas)]}
     return write_dataset(out_path, [r for results, _ in loaded for r in results], meta=meta)
 
 
@@ -736,7 +770,7 @@ class NPMPDataset:
         if lookahead_source == "reference":
             from pipelines.npmp.evaluate import reference_states
 
-            clips = [torch.as_tensor(reference_states(s)) for s in chosen]
+            clips = [torch.as_tensor(reference_states(s, ref_path=snippet_mocap(self.attrs[s]))) for s in chosen]
             self._reference_last = torch.as_tensor([len(c) - 1 for c in clips])
             self._reference_offsets = torch.cumsum(self._reference_last + 1, 0) - self._reference_last - 1
             self.reference = torch.cat(clips).to(self.device)
