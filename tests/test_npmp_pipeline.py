@@ -209,6 +209,12 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     assert len(dataset.reference) > snippet_frames("07_01-0") + 40   # 4 s of walking, not the 2.6 s clip
     primitives, relabelled = tmp_path / "primitives", tmp_path / "dagger.h5"
     assert npmp_main(["distill", "--data", str(data), *TINY_MODEL, "--out", str(primitives)]) == 0
+    assert load_primitives(primitives)[1]["mocap"] == {looped: str(mocap)}   # evaluate reads the clip there
+    report = tmp_path / "report.json"
+    assert npmp_main(["evaluate", "--primitives", str(primitives), "--data", str(data), "--latent-iterations", "1",
+                      "--out", str(report), "--no-write-meta"]) == 0
+    (row,) = json.loads(report.read_text())["train"]["absolute"]
+    assert row["snippet"] == looped and row["full_steps"] == len(dataset.reference) - 1
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(relabelled),
                       "--trajectories", "1", "--processes", "1"]) == 0
     assert read_results(relabelled)[0][0]["attrs"]["relabelled_trajectories"] == 1

@@ -263,7 +263,7 @@ def relabel(args) -> Path:
 def distill(args) -> Path:
     from agents.config import ConfigError
     from priors.npmp import NPMPConfig
-    from pipelines.npmp.data import NPMPDataset, read_meta
+    from pipelines.npmp.data import NPMPDataset, read_meta, snippet_mocap
     from pipelines.npmp.distill import DistillConfig, distill as run
 
     if not args.data.is_file():
@@ -300,11 +300,13 @@ def distill(args) -> Path:
                                   beta=0.1 if args.beta is None else args.beta,
                                   lookahead_source=args.lookahead)
     config = DistillConfig(scheme=args.scheme, steps=args.distill_steps, batch=args.batch, lr=args.lr, seed=args.seed)
+    # clips of another mocap file than the shipped one (looped walks): evaluate reads their reference there
+    mocaps = {s: m for s in dataset.snippets if (m := snippet_mocap(dataset.attrs[s]))}
     # one distillation per primitives directory; the lock lies beside it, since saving replaces the directory
     with RunLock(args.out, lock_file=args.out.with_name(f".{args.out.name}.lock")):
         run(dataset, args.out, model_config, config, {"proprio": dataset.state_dim}, device=args.device,
             meta={"held_out": list(args.held_out), "data": _repo_relative(args.data), "collection": dataset.meta,
-                  **provenance},
+                  **provenance, **({"mocap": mocaps} if mocaps else {})},
             logdir=args.logdir or _shipped_logdir(Path(args.out)), initial=initial)
     print(f"primitives written to {args.out}")
     return args.out
@@ -361,7 +363,9 @@ def evaluate(args) -> dict:
     model, meta = load_primitives(args.primitives, args.device)
     splits = {"train": args.snippets or meta.get("clips") or list(TRAIN_SNIPPETS),
               "held_out": args.held_out or meta.get("held_out") or list(HELD_OUT_SNIPPETS)}
-    check_snippets([*splits["train"], *splits["held_out"]])
+    mocaps = meta.get("mocap", {})   # clips of another mocap file than the shipped one (distill records them)
+    for path in {mocaps.get(s) for s in [*splits["train"], *splits["held_out"]]}:
+        check_snippets([s for s in [*splits["train"], *splits["held_out"]] if mocaps.get(s) == path], path)
     with_experts = args.experts_root.is_dir() and any(args.experts_root.iterdir())
     collected = None if with_experts or not args.data.is_file() else NPMPDataset(args.data)
     report = {"primitives": str(args.primitives), "beta": model.config.beta, "distill_steps": meta.get("steps"),
@@ -369,7 +373,7 @@ def evaluate(args) -> dict:
     for split, snippets in splits.items():
         absolute = []
         for snippet in snippets:
-            result = imitate_reference(model, snippet, args.seed)
+            result = imitate_reference(model, snippet, args.seed, mocaps.get(snippet))
             print(f"{split} {snippet}: primitives {result['steps']}/{result['full_steps']} steps, "
                   f"{result['reward_per_step']:.2f} per step; feed-forward {result['feed_forward_steps']} steps, "
                   f"{result['feed_forward_reward_per_step']:.2f} per step", flush=True)
@@ -381,7 +385,8 @@ def evaluate(args) -> dict:
         else:   # the experts' nominal trajectories stored in the data (planner experts), where it has them
             trajectories = {s: collected.trajectory(s) for s in snippets if collected and s in collected.snippets}
         if trajectories:
-            relative = [evaluate_clip(model, t, s, args.latent_iterations, args.seed) for s, t in trajectories.items()]
+            relative = [evaluate_clip(model, t, s, args.latent_iterations, args.seed, mocaps.get(s))
+                        for s, t in trajectories.items()]
             report[split].update(clips=relative, summary=summarise(relative))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))

@@ -1,0 +1,119 @@
+"""Do the primitives keep walking past a clip's end? Closed-loop imitation of walks looped to many seconds (issue 13;
+docs/npmp.md, "Walks longer than a clip").
+
+The shipped walks last 2.3-4.3 s, too short to show whether a controller can walk on. The converter loops a walk's
+stride (``--loop SECONDS``, envs/mocap/convert.py ``loop_qpos``; ids ``<id>-loop<SECONDS>``) into a file that is not
+shipped (docs/mocap.md has the command). Here each primitives directory imitates each looped walk closed loop from
+its first frame (the encoder reads the looped reference, the decoder acts: pipelines/npmp/evaluate.py
+``imitate_reference``), next to the feed-forward controller. In absolute terms: steps and seconds before the episode
+ended (a fall or drift past the tracking threshold), out of the snippet's, and reward per step (a perfect tracker
+earns 1.45). With ``--collection DATA`` the planner's own run of each snippet in that collection is listed too.
+
+    python benchmarks/npmp_long.py --mocap runs/npmp/loops/mocap.h5 --primitives data/primitives/npmp \\
+        --snippets 07_01-0-loop10 07_02-0-loop10 --results benchmarks/results/npmp_long.json
+
+Results are kept per primitives directory and snippet: a rerun measures only what the file lacks.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.runs import fail, write_json  # noqa: E402
+
+CONTROL_STEP_SECONDS = 0.03
+
+
+def summarise(rows: dict[str, dict]) -> dict:
+    """Median steps and seconds before the end, snippets tracked to their end, median reward per step; the same
+    for the feed-forward controller."""
+    records = list(rows.values())
+    return {"snippets": len(records),
+            "median_steps": statistics.median(r["steps"] for r in records),
+            "median_seconds": statistics.median(r["steps"] for r in records) * CONTROL_STEP_SECONDS,
+            "tracked_to_end": sum(r["steps"] >= r["full_steps"] for r in records),
+            "median_reward_per_step": statistics.median(r["reward_per_step"] for r in records),
+            "median_feed_forward_steps": statistics.median(r["feed_forward_steps"] for r in records),
+            "median_feed_forward_reward_per_step": statistics.median(
+                r["feed_forward_reward_per_step"] for r in records)}
+
+
+def planner_runs(collection: Path, snippets: list[str]) -> dict[str, int]:
+    """Steps the planner's own run tracked, for each of ``snippets`` in a planner collection."""
+    from pipelines.npmp.data import read_results
+
+    results, _ = read_results(collection)
+    return {r["snippet"]: int(len(r["plan"]["commands"])) for r in results if "plan" in r and r["snippet"] in snippets}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mocap", type=Path, required=True, help="the mocap file with the looped walks (docs/mocap.md)")
+    p.add_argument("--primitives", type=Path, nargs="+", default=[ROOT / "data" / "primitives" / "npmp"])
+    p.add_argument("--snippets", nargs="+", help="snippet ids (default: every looped snippet of --mocap that is "
+                                                  "not curved)")
+    p.add_argument("--collection", type=Path, help="a planner collection of these snippets: its planner runs too")
+    p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_long.json")
+    args = p.parse_args(argv)
+
+    import torch
+
+    from agents.config import ConfigError
+    from envs import EnvError
+    from envs.mocap.convert import is_curved, is_looped
+    from envs.mocap.tracking import snippet_ids
+    from pipelines.npmp.evaluate import imitate_reference
+    from priors.npmp import ModuleFileError, load_primitives
+
+    torch.set_num_threads(1)
+    try:
+        every = snippet_ids(args.mocap, augmented=True)
+    except EnvError as e:
+        fail(str(e))
+    snippets = args.snippets or [s for s in every if is_looped(s) and not is_curved(s)]
+    unknown = [s for s in snippets if s not in every]
+    if unknown or not snippets:
+        fail(f"no such snippet(s) in {args.mocap}: {', '.join(unknown) or 'none looped'}")
+    try:
+        kept = json.loads(args.results.read_text()) if args.results.is_file() else {}
+    except json.JSONDecodeError as e:
+        fail(f"{args.results} is not a results file ({e}); move it away to start afresh")
+    results = {**kept, "command": "python " + " ".join([f"benchmarks/{Path(__file__).name}",
+                                                         *(argv if argv is not None else sys.argv[1:])]),
+               "date": datetime.date.today().isoformat(), "mocap": str(args.mocap),
+               "primitives": kept.get("primitives", {})}
+    for path in args.primitives:
+        try:
+            model, _ = load_primitives(path)
+        except ModuleFileError as e:
+            fail(f"primitives: {e}")
+        entry = results["primitives"].setdefault(str(path), {"snippets": {}})
+        for snippet in snippets:
+            if snippet in entry["snippets"]:
+                continue
+            row = imitate_reference(model, snippet, ref_path=str(args.mocap))
+            entry["snippets"][snippet] = row
+            entry["summary"] = summarise(entry["snippets"])
+            write_json(args.results, results)   # after every snippet: a stopped run keeps what it measured
+            print(f"{path}: {snippet}: {row['steps']} of {row['full_steps']} steps "
+                  f"({row['steps'] * CONTROL_STEP_SECONDS:.1f} s), {row['reward_per_step']:.2f} per step; "
+                  f"feed-forward {row['feed_forward_steps']} steps", flush=True)
+        print(path, entry.get("summary"), flush=True)
+    if args.collection:
+        try:
+            results["planner_steps"] = planner_runs(args.collection, snippets)
+        except (ConfigError, EnvError) as e:
+            fail(str(e))
+    write_json(args.results, results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
