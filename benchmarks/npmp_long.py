@@ -8,6 +8,8 @@ its first frame (the encoder reads the looped reference, the decoder acts: pipel
 ``imitate_reference``), next to the feed-forward controller. In absolute terms: steps and seconds before the episode
 ended (a fall or drift past the tracking threshold), out of the snippet's, and reward per step (a perfect tracker
 earns 1.45). With ``--collection DATA`` the planner's own run of each snippet in that collection is listed too.
+With ``--frames DIR`` each measured episode is also drawn: one PNG per primitives and snippet, a strip of the
+walker's back camera every second until the end (what to look at before believing the numbers).
 
     python benchmarks/npmp_long.py --mocap runs/npmp/loops/mocap.h5 --primitives data/primitives/npmp \\
         --snippets 07_01-0-loop10 07_02-0-loop10 --results benchmarks/results/npmp_long.json
@@ -45,6 +47,36 @@ def summarise(rows: dict[str, dict]) -> dict:
                 r["feed_forward_reward_per_step"] for r in records)}
 
 
+def repo_relative(path: Path) -> str:
+    """``path`` relative to the repository when it lies inside it (results keyed the same however it was named)."""
+    resolved = path.resolve()
+    return str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else str(resolved)
+
+
+def draw_episode(model, snippet: str, mocap: str, path: Path, every: int = round(1 / CONTROL_STEP_SECONDS)) -> None:
+    """A strip of frames (the walker's back camera, every ``every`` steps and the last) of the primitives' closed-loop
+    imitation of ``snippet``, written to ``path`` as a PNG."""
+    import imageio.v3 as iio
+    import numpy as np
+    import torch
+
+    from pipelines.npmp.evaluate import reference_encoder, reference_states, run_latents
+
+    frames, last = [], [None]
+
+    def observe(env, steps):
+        last[0] = env.render()
+        if steps % every == 0:
+            frames.append(last[0])
+
+    latents = reference_encoder(model, torch.as_tensor(reference_states(snippet, ref_path=mocap)))
+    _, steps = run_latents(model, snippet, latents, ref_path=mocap, observe=observe)
+    if steps % every:
+        frames.append(last[0])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    iio.imwrite(path, np.concatenate(frames, axis=1))
+
+
 def planner_runs(collection: Path, snippets: list[str]) -> dict[str, int]:
     """Steps the planner's own run tracked, for each of ``snippets`` in a planner collection."""
     from pipelines.npmp.data import read_results
@@ -61,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                                                   "not curved)")
     p.add_argument("--collection", type=Path, help="a planner collection of these snippets: its planner runs too")
     p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_long.json")
+    p.add_argument("--frames", type=Path, help="a folder for one PNG strip per episode (a frame every second)")
     args = p.parse_args(argv)
 
     import torch
@@ -94,8 +127,12 @@ def main(argv: list[str] | None = None) -> int:
             model, _ = load_primitives(path)
         except ModuleFileError as e:
             fail(f"primitives: {e}")
-        entry = results["primitives"].setdefault(str(path), {"snippets": {}})
+        name = repo_relative(path)
+        entry = results["primitives"].setdefault(name, {"snippets": {}})
         for snippet in snippets:
+            if args.frames:
+                draw_episode(model, snippet, str(args.mocap),
+                             args.frames / f"{name.replace('/', '_')}__{snippet}.png")
             if snippet in entry["snippets"]:
                 continue
             row = imitate_reference(model, snippet, ref_path=str(args.mocap))

@@ -23,9 +23,10 @@ from envs.mocap import tracking
 
 
 @torch.no_grad()
-def run_latents(model, snippet: str, latents, seed: int = 0, ref_path=None) -> tuple[float, int]:
+def run_latents(model, snippet: str, latents, seed: int = 0, ref_path=None, observe=None) -> tuple[float, int]:
     """(return, steps) of the decoder from the snippet's first frame, driven by ``latents``: a tensor [T, L]
-    (open loop), or a function ``(t, state [S]) -> z [L]`` (closed loop; the episode runs to its end)."""
+    (open loop), or a function ``(t, state [S]) -> z [L]`` (closed loop; the episode runs to its end).
+    ``observe(env, steps)``, if given, is called at the start and after every step (e.g. to render frames)."""
     kwargs = {"ref_path": ref_path} if ref_path is not None else {}
     env = tracking.make(f"{tracking.TIMED_FAMILY}:{snippet}", seed=seed, clip_start=True, **kwargs)
     device = next(model.parameters()).device
@@ -33,12 +34,16 @@ def run_latents(model, snippet: str, latents, seed: int = 0, ref_path=None) -> t
         obs, _ = env.reset(seed=seed)
         total, steps = 0.0, 0
         limit = len(latents) if isinstance(latents, torch.Tensor) else None
+        if observe is not None:
+            observe(env, steps)
         while limit is None or steps < limit:
             state = torch.as_tensor(np.asarray(obs["proprio"], np.float32), device=device)
             z = latents[steps] if limit is not None else latents(steps, state)
             mean, _ = model.decode(state, z)
             obs, reward, terminated, truncated, _ = env.step(mean.clamp(-1.0, 1.0).cpu().numpy())
             total, steps = total + float(reward), steps + 1
+            if observe is not None:
+                observe(env, steps)
             if terminated or truncated:
                 break
         return total, steps
