@@ -291,3 +291,34 @@ def test_shipped_primitives_fit_the_issues_budget():
     files = [f for f in DEFAULT_PRIMITIVES.parent.rglob("*") if f.is_file()]
     assert {f.name for f in files} == {"weights.safetensors", "meta.json"}
     assert sum(f.stat().st_size for f in files) <= 50 * 2**20
+
+
+def test_long_walk_benchmark_runs_the_primitives_on_a_looped_walk_and_resumes(tmp_path, capsys):
+    from benchmarks import npmp_long
+    from envs.mocap import convert
+
+    mocap, out, frames = tmp_path / "looped.h5", tmp_path / "long.json", tmp_path / "frames"
+    assert convert.main(["--clips", "07_01", "--loop", "4", "--loop-clips", "07_01", "--output", str(mocap)]) == 0
+    assert npmp_long.main(["--mocap", str(mocap), "--results", str(out), "--frames", str(frames)]) == 0
+    result = json.loads(out.read_text())
+    (record,) = result["primitives"].values()
+    (row,) = record["snippets"].values()   # the default: every looped snippet of the file, here one
+    assert row["snippet"] == "07_01-0-loop4" and 0 < row["steps"] <= row["full_steps"] == 128
+    assert record["summary"]["median_steps"] == row["steps"] and record["summary"]["snippets"] == 1
+    (strip,) = frames.iterdir()   # a frame per second of the episode, and its last
+    import imageio.v3 as iio
+
+    height, width = iio.imread(strip).shape[:2]
+    assert width == height * 4 // 3 * (row["steps"] // 33 + 1 + bool(row["steps"] % 33))
+    # a rerun keeps what was measured and measures nothing again
+    row["steps"] = -1
+    out.write_text(json.dumps(result))
+    assert npmp_long.main(["--mocap", str(mocap), "--results", str(out)]) == 0
+    assert next(iter(json.loads(out.read_text())["primitives"].values()))["snippets"]["07_01-0-loop4"]["steps"] == -1
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        npmp_long.main(["--mocap", str(mocap), "--snippets", "07_01-0-loop10", "--results", str(out)])
+    assert capsys.readouterr().err.startswith("error: no such snippet(s)")
+    with pytest.raises(SystemExit):
+        npmp_long.main(["--mocap", str(tmp_path / "none.h5"), "--results", str(out)])
+    assert "no mocap data" in capsys.readouterr().err
