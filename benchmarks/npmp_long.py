@@ -7,7 +7,7 @@ shipped (docs/mocap.md has the command). Here each primitives directory imitates
 its first frame (the encoder reads the looped reference, the decoder acts: pipelines/npmp/evaluate.py
 ``imitate_reference``), next to the feed-forward controller. In absolute terms: steps and seconds before the episode
 ended (a fall or drift past the tracking threshold), out of the snippet's, and reward per step (a perfect tracker
-earns 1.45). With ``--collection DATA`` the planner's own run of each snippet in that collection is listed too.
+earns 1.45).
 With ``--frames DIR`` each measured episode is also drawn: one PNG per primitives and snippet, a strip of the
 walker's back camera every second until the end (what to look at before believing the numbers).
 
@@ -77,28 +77,18 @@ def draw_episode(model, snippet: str, mocap: str, path: Path, every: int = round
     iio.imwrite(path, np.concatenate(frames, axis=1))
 
 
-def planner_runs(collection: Path, snippets: list[str]) -> dict[str, int]:
-    """Steps the planner's own run tracked, for each of ``snippets`` in a planner collection."""
-    from pipelines.npmp.data import read_results
-
-    results, _ = read_results(collection)
-    return {r["snippet"]: int(len(r["plan"]["commands"])) for r in results if "plan" in r and r["snippet"] in snippets}
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mocap", type=Path, required=True, help="the mocap file with the looped walks (docs/mocap.md)")
     p.add_argument("--primitives", type=Path, nargs="+", default=[ROOT / "data" / "primitives" / "npmp"])
     p.add_argument("--snippets", nargs="+", help="snippet ids (default: every looped snippet of --mocap that is "
                                                   "not curved)")
-    p.add_argument("--collection", type=Path, help="a planner collection of these snippets: its planner runs too")
     p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_long.json")
     p.add_argument("--frames", type=Path, help="a folder for one PNG strip per episode (a frame every second)")
     args = p.parse_args(argv)
 
     import torch
 
-    from agents.config import ConfigError
     from envs import EnvError
     from envs.mocap.convert import is_curved, is_looped
     from envs.mocap.tracking import snippet_ids
@@ -143,12 +133,6 @@ def main(argv: list[str] | None = None) -> int:
                   f"({row['steps'] * CONTROL_STEP_SECONDS:.1f} s), {row['reward_per_step']:.2f} per step; "
                   f"feed-forward {row['feed_forward_steps']} steps", flush=True)
         print(path, entry.get("summary"), flush=True)
-    if args.collection:
-        try:
-            results["planner_steps"] = planner_runs(args.collection, snippets)
-        except (ConfigError, EnvError) as e:
-            fail(str(e))
-    write_json(args.results, results)
     return 0
 
 
