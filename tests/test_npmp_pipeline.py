@@ -218,6 +218,16 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(relabelled),
                       "--trajectories", "1", "--processes", "1"]) == 0
     assert read_results(relabelled)[0][0]["attrs"]["relabelled_trajectories"] == 1
+    # a DAgger round labelled by the planner itself (not the LQR law the data was collected with)
+    planned = tmp_path / "dagger_planned.h5"
+    assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(planned),
+                      "--trajectories", "1", "--processes", "1", "--labeller", "planner", *planner]) == 0
+    (round_meta,) = NPMPDataset(planned).meta["relabelled"]
+    assert round_meta["labeller"] == "planner" and round_meta["planner"]["horizon"] == 4
+    capsys.readouterr()
+    assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(tmp_path / "y.h5"),
+                      "--trajectories", "1", "--processes", "1", *planner]) == 2
+    assert "--planner-set needs --labeller planner" in capsys.readouterr().err
     # shipped snippets collected with another planner setting: merged only with --mixed-planners, each input's
     # planner kept
     shipped, merged = tmp_path / "shipped.h5", tmp_path / "merged.h5"

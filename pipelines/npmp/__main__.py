@@ -115,6 +115,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     r.add_argument("--action-noise", type=float, default=0.1, help="std of the noise on the primitives' actions")
     r.add_argument("--processes", type=int, default=None,
                    help="relabel on this many local processes instead of Ray (a machine without Ray)")
+    r.add_argument("--labeller", choices=("collected", "planner"), default="collected",
+                   help="collected: the collection's own expert (the LQR law, if collected with one); planner: the "
+                        "planner itself plans from every visited state (valid far from its run; 1-2 s per label)")
+    r.add_argument("--planner-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="--labeller planner: MPC setting (agents.mpc.MPCConfig; default: the current defaults)")
     m = sub.add_parser("merge", help="one data file from collections of different snippets made with the same "
                                      "settings (e.g. on different machines)")
     m.add_argument("inputs", nargs="+", type=Path, help="data files written by collect or relabel")
@@ -227,7 +232,10 @@ def relabel(args) -> Path:
     """One DAgger round on planner data: every snippet the primitives were distilled on (or ``--snippets``) gets
     ``--trajectories`` episodes driven by the primitives and labelled by the planner, one part per snippet under
     ``<out>.parts/`` (resumable like ``collect``); then the data with those episodes appended -> ``--out``."""
-    from agents.config import ConfigError
+    import dataclasses
+
+    from agents.config import ConfigError, apply_overrides, split_overrides
+    from agents.mpc import MPCConfig
     from pipelines.npmp import data
     from priors.npmp import load_primitives
 
@@ -243,13 +251,19 @@ def relabel(args) -> Path:
     missing = sorted(set(snippets) - set(available))
     if missing or not snippets:
         raise ConfigError(f"snippets {missing or snippets} are not in {args.data} (it has {available})")
+    settings, lqr = base_meta.get("planner"), base_meta.get("lqr")
+    if args.labeller == "planner":
+        settings = dataclasses.asdict(apply_overrides(MPCConfig(threads=1), split_overrides(args.planner_set)))
+        lqr = None
+    elif args.planner_set:
+        raise ConfigError("--planner-set needs --labeller planner (the collected expert keeps its own settings)")
     round_meta = {"primitives": _repo_relative(args.primitives), "trajectories": args.trajectories,
-                  "action_noise_std": args.action_noise, "seed": args.seed}
+                  "action_noise_std": args.action_noise, "seed": args.seed,
+                  **({"labeller": "planner", "planner": settings} if args.labeller == "planner" else {})}
     meta = {**base_meta, "relabelled": [*base_meta.get("relabelled", []), round_meta]}
     parts, mocaps = args.out.with_suffix(".parts"), data.read_mocaps(args.data)
     jobs = [data.RelabelJob(s, str(args.data), str(args.primitives), str(parts / f"{s}.h5"), args.seed + i,
-                            args.trajectories, args.action_noise, base_meta.get("planner"), meta, base_meta.get("lqr"),
-                            mocaps[s])
+                            args.trajectories, args.action_noise, settings, meta, lqr, mocaps[s])
             for i, s in enumerate(snippets)]
     with RunLock(parts):
         _run_parts(args, data.run_relabel_job, jobs, parts, "relabel")
