@@ -53,28 +53,25 @@ def repo_relative(path: Path) -> str:
     return str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else str(resolved)
 
 
-def draw_episode(model, snippet: str, mocap: str, path: Path, every: int = round(1 / CONTROL_STEP_SECONDS)) -> None:
-    """A strip of frames (the walker's back camera, every ``every`` steps and the last) of the primitives' closed-loop
-    imitation of ``snippet``, written to ``path`` as a PNG."""
-    import imageio.v3 as iio
-    import numpy as np
-    import torch
+class Strip:
+    """``observe`` for ``imitate_reference``: the walker's back camera every ``every`` steps and at the episode's end,
+    written side by side as one PNG by ``write``."""
 
-    from pipelines.npmp.evaluate import reference_encoder, reference_states, run_latents
+    def __init__(self, every: int = round(1 / CONTROL_STEP_SECONDS)):
+        self.every, self.frames, self.last, self.steps = every, [], None, 0
 
-    frames, last = [], [None]
+    def __call__(self, env, steps: int) -> None:
+        self.last, self.steps = env.render(), steps
+        if steps % self.every == 0:
+            self.frames.append(self.last)
 
-    def observe(env, steps):
-        last[0] = env.render()
-        if steps % every == 0:
-            frames.append(last[0])
+    def write(self, path: Path) -> None:
+        import imageio.v3 as iio
+        import numpy as np
 
-    latents = reference_encoder(model, torch.as_tensor(reference_states(snippet, ref_path=mocap)))
-    _, steps = run_latents(model, snippet, latents, ref_path=mocap, observe=observe)
-    if steps % every:
-        frames.append(last[0])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    iio.imwrite(path, np.concatenate(frames, axis=1))
+        frames = self.frames + ([self.last] if self.steps % self.every else [])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        iio.imwrite(path, np.concatenate(frames, axis=1))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,12 +117,14 @@ def main(argv: list[str] | None = None) -> int:
         name = repo_relative(path)
         entry = results["primitives"].setdefault(name, {"snippets": {}})
         for snippet in snippets:
-            if args.frames:
-                draw_episode(model, snippet, str(args.mocap),
-                             args.frames / f"{name.replace('/', '_')}__{snippet}.png")
-            if snippet in entry["snippets"]:
+            if snippet in entry["snippets"] and not args.frames:
                 continue
-            row = imitate_reference(model, snippet, ref_path=str(args.mocap))
+            strip = Strip() if args.frames else None
+            row = imitate_reference(model, snippet, ref_path=str(args.mocap), observe=strip)
+            if strip is not None:
+                strip.write(args.frames / f"{name.replace('/', '_')}__{snippet}.png")
+            if snippet in entry["snippets"]:   # measured before: only drawn now
+                continue
             entry["snippets"][snippet] = row
             entry["summary"] = summarise(entry["snippets"])
             write_json(args.results, results)   # after every snippet: a stopped run keeps what it measured

@@ -183,7 +183,7 @@ def feed_forward_run(snippet: str, seed: int = 0, ref_path=None) -> tuple[float,
 
 
 @torch.no_grad()
-def imitate_reference(model, snippet: str, seed: int = 0, ref_path=None) -> dict:
+def imitate_reference(model, snippet: str, seed: int = 0, ref_path=None, observe=None) -> dict:
     """Closed-loop imitation of a clip in absolute terms: the encoder reads the clip's own states (its means;
     with a reference look-ahead, the current state and the next K reference states at every step), the decoder
     acts from the clip's first frame. ``steps`` before the episode ended (a fall or drift past the
@@ -196,7 +196,7 @@ def imitate_reference(model, snippet: str, seed: int = 0, ref_path=None) -> dict
         latents = reference_encoder(model, reference)
     else:   # the thesis's one-shot imitation: latents encoded from the clip's states alone, then played open loop
         latents = model.encode(reference[None], sample=False)[0][0]
-    total, steps = run_latents(model, snippet, latents, seed, ref_path)
+    total, steps = run_latents(model, snippet, latents, seed, ref_path, observe)   # observe: the primitives' run
     ff_total, ff_steps = feed_forward_run(snippet, seed, ref_path)
     full = len(states) - 1
     return {"snippet": snippet, "full_steps": full, "steps": steps, "tracked_fraction": steps / full,
