@@ -60,6 +60,18 @@ def test_floor_correction_puts_feet_on_the_floor(converter, walk):
     assert abs(np.median(np.array_split(raw_distances, 3)[0]) - np.median(np.array_split(raw_distances, 3)[-1])) > 0.03
 
 
+def test_airborne_fraction_tells_a_walk_on_the_floor_from_one_in_the_air(converter, walk):
+    qpos, _ = walk
+    assert converter.airborne_fraction(qpos) < 0.05                  # a foot near the floor on every frame
+    # 08_07 (walk, exaggerated stride): after the floor fit, no foot within 8 cm on three frames in four
+    exaggerated, _ = converter.walker_qpos(convert.SOURCE_DIR / "08_07.amc")
+    assert converter.airborne_fraction(exaggerated) > 0.5
+    # lifting the whole walk by the clearance puts every frame in the air
+    lifted = qpos.copy()
+    lifted[:, 2] += convert.AIRBORNE_CLEARANCE + 0.05
+    assert converter.airborne_fraction(lifted) == 1.0
+
+
 def test_stance_slip_reads_a_planted_foot_as_still_and_a_stretched_walk_as_sliding(converter, walk):
     qpos, _ = walk
     kinematics, dt = converter.kinematics, converter.timestep
