@@ -222,8 +222,24 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     planned = tmp_path / "dagger_planned.h5"
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(planned),
                       "--trajectories", "1", "--processes", "1", "--labeller", "planner", *planner]) == 0
-    (round_meta,) = NPMPDataset(planned).meta["relabelled"]
+    after = NPMPDataset(planned)
+    (round_meta,) = after.meta["relabelled"]
     assert round_meta["labeller"] == "planner" and round_meta["planner"]["horizon"] == 4
+    assert round_meta["snippets"] == [looped] and after.bc_trajectories(looped) == dataset.bc_trajectories(looped) + 1
+    dagger = after.trajectory(looped, "bc", after.bc_trajectories(looped) - 1)   # the round's episode comes last
+    assert len(dagger["actions"]) == after.bc.lengths[-1]
+    # how far the primitives' executed actions are from the planner's labels along that episode
+    from benchmarks.npmp_dagger_gap import main as gap_main
+
+    assert gap_main([str(planned), "--edge", "3", "--results", str(tmp_path / "gap.json")]) == 0
+    gap = json.loads((tmp_path / "gap.json").read_text())["rounds"][str(planned)]
+    assert gap["episodes"] == 1 and gap["labeller"] == "planner" and gap["median_first"] > 0
+    expected = float(((dagger["actions"][:3] - dagger["mean_actions"][:3]) ** 2).mean())
+    assert gap["per_episode"][0]["first"] == pytest.approx(expected)
+    for bad in ([str(data)], [str(planned), "--snippets", TRAIN], [str(tmp_path / "none.h5")]):
+        with pytest.raises(SystemExit) as exit_:
+            gap_main(bad)
+        assert exit_.value.code == 2
     capsys.readouterr()
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(tmp_path / "y.h5"),
                       "--trajectories", "1", "--processes", "1", *planner]) == 2

@@ -257,7 +257,8 @@ def relabel(args) -> Path:
         lqr = None
     elif args.planner_set:
         raise ConfigError("--planner-set needs --labeller planner (the collected expert keeps its own settings)")
-    round_meta = {"primitives": _repo_relative(args.primitives), "trajectories": args.trajectories,
+    round_meta = {"primitives": _repo_relative(args.primitives), "snippets": snippets,
+                  "trajectories": args.trajectories,
                   "action_noise_std": args.action_noise, "seed": args.seed,
                   **({"labeller": "planner", "planner": settings} if args.labeller == "planner" else {})}
     meta = {**base_meta, "relabelled": [*base_meta.get("relabelled", []), round_meta]}

@@ -837,12 +837,18 @@ class NPMPDataset:
         return Batch(states.flatten(0, 1), targets.flatten(0, 1), mask.repeat_interleave(P, dim=0),
                      None if reference is None else reference.repeat_interleave(P, dim=0))
 
+    def bc_trajectories(self, snippet: str) -> int:
+        """How many bc trajectories ``snippet`` has: the expert's noisy rollouts, then the episodes DAgger rounds
+        appended (``relabelled_trajectories``, the last ones)."""
+        attrs = self.attrs[snippet]
+        return int(attrs["trajectories"]) + int(attrs.get("relabelled_trajectories", 0))
+
     def trajectory(self, snippet: str, part: str = "nominal", index: int = 0) -> dict[str, np.ndarray]:
         """One stored trajectory as numpy arrays (e.g. the nominal states for one-shot imitation)."""
         if snippet not in self.snippets or part not in ("bc", "nominal"):
             raise ConfigError(f"no {part} trajectories for {snippet!r} (snippets: {self.snippets})")
         store = getattr(self, part)
-        count = int(self.attrs[snippet]["trajectories"]) if part == "bc" else 1
+        count = self.bc_trajectories(snippet) if part == "bc" else 1
         if not 0 <= index < count:
             raise ConfigError(f"{snippet} has {count} {part} trajectories; index {index} is out of range")
         number = self._first[part][snippet] + index

@@ -1,0 +1,99 @@
+"""How far do the primitives' actions drift from their DAgger labels along an episode? (issue 13; docs/npmp.md,
+"Walks longer than a clip").
+
+A DAgger round (``python -m pipelines.npmp relabel``) lets the primitives drive and labels every state they visit
+with the expert's command (the planner's, or the LQR law's). For the last round of each data file, per episode: the
+squared difference between the executed action (the primitives' command plus the round's action noise, whose
+variance ``noise_std``^2 it includes) and the label, per action dimension, averaged over the first ``--edge`` steps,
+the middle, and the last ``--edge`` steps before the episode ended (a fall, in every looped walk so far); then the
+median over the round's episodes. Compare it with the distillation's own error on its batches (``mse`` in its log).
+
+    python benchmarks/npmp_dagger_gap.py runs/npmp/walk62/data1.h5 runs/npmp/walk62/data_planned2.h5 \\
+        --snippets 07_01-0-loop10 08_02-0-loop10
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.runs import fail, write_json  # noqa: E402
+
+
+def episode_gaps(executed: np.ndarray, labels: np.ndarray, edge: int) -> dict:
+    """Squared executed-minus-label difference per action dimension over an episode's first ``edge`` steps, its
+    middle (nan when the episode is shorter than 2 ``edge``) and its last ``edge`` steps."""
+    gap = ((executed - labels) ** 2).mean(axis=1)
+    middle = gap[edge:-edge]
+    return {"steps": len(gap), "first": float(gap[:edge].mean()),
+            "middle": float(middle.mean()) if len(middle) else float("nan"), "last": float(gap[-edge:].mean())}
+
+
+def last_round(path: Path, edge: int, only: list[str] | None = None) -> dict:
+    """The last DAgger round of one data file (its episodes on ``only`` where given): its settings and the medians
+    of ``episode_gaps`` over its episodes."""
+    from agents.config import ConfigError
+    from pipelines.npmp.data import NPMPDataset
+
+    try:
+        dataset = NPMPDataset(path)
+    except (ConfigError, OSError) as e:
+        fail(f"{path}: {e}")
+    rounds = dataset.meta.get("relabelled") or fail(f"{path} has no DAgger round (python -m pipelines.npmp relabel)")
+    latest = rounds[-1]
+    count = int(latest["trajectories"])
+    # rounds record their snippets since 2026-11-27; before, every snippet with relabelled episodes was in them
+    snippets = latest.get("snippets") or [s for s in dataset.snippets
+                                          if int(dataset.attrs[s].get("relabelled_trajectories", 0)) >= count]
+    if only:
+        absent = sorted(set(only) - set(snippets))
+        if absent:
+            fail(f"{path}: its last DAgger round has no episodes of {', '.join(absent)}")
+        snippets = [s for s in snippets if s in only]
+    episodes = []
+    for snippet in snippets:
+        total = dataset.bc_trajectories(snippet)
+        for index in range(total - count, total):
+            t = dataset.trajectory(snippet, "bc", index)
+            episodes.append({"snippet": snippet, **episode_gaps(t["actions"], t["mean_actions"], edge)})
+    median = lambda key: float(np.nanmedian([e[key] for e in episodes]))  # noqa: E731
+    return {"driver": latest["primitives"], "labeller": latest.get("labeller", "collected"),
+            "noise_std": latest["action_noise_std"], "episodes": len(episodes),
+            **{f"median_{key}": median(key) for key in ("steps", "first", "middle", "last")},
+            "per_episode": episodes}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("data", type=Path, nargs="+", help="data files written by relabel")
+    p.add_argument("--snippets", nargs="+", help="only these snippets' episodes (default: all the round's)")
+    p.add_argument("--edge", type=int, default=20, help="steps at each end of an episode")
+    p.add_argument("--results", type=Path, help="also write the numbers here (JSON)")
+    args = p.parse_args(argv)
+    if args.edge < 1:
+        fail(f"--edge must be >= 1, got {args.edge}")
+    missing = [str(d) for d in args.data if not d.is_file()]
+    if missing:
+        fail(f"no such data file: {', '.join(missing)}")
+    rows = {str(path): last_round(path, args.edge, args.snippets) for path in args.data}
+    print(f"squared gap between executed action and label, per action dimension (median over episodes; "
+          f"first / middle / last {args.edge} steps)")
+    for path, r in rows.items():
+        print(f"{path}: driver {r['driver']}, labeller {r['labeller']}, noise {r['noise_std']:g} "
+              f"(adds {r['noise_std'] ** 2:.4f}); {r['episodes']} episodes of a median {r['median_steps']:.0f} steps: "
+              f"{r['median_first']:.3f} / {r['median_middle']:.3f} / {r['median_last']:.3f}")
+    if args.results:
+        write_json(args.results, {"command": "python " + " ".join(["benchmarks/npmp_dagger_gap.py",
+                                                                   *(argv if argv is not None else sys.argv[1:])]),
+                                  "edge": args.edge, "rounds": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
