@@ -62,10 +62,10 @@ def last_round(path: Path, edge: int, only: list[str] | None = None) -> dict:
         for index in range(total - count, total):
             t = dataset.trajectory(snippet, "bc", index)
             episodes.append({"snippet": snippet, **episode_gaps(t["actions"], t["mean_actions"], edge)})
-    median = lambda key: float(np.nanmedian([e[key] for e in episodes]))  # noqa: E731
     return {"driver": latest["primitives"], "labeller": latest.get("labeller", "collected"),
             "noise_std": latest["action_noise_std"], "episodes": len(episodes),
-            **{f"median_{key}": median(key) for key in ("steps", "first", "middle", "last")},
+            **{f"median_{key}": float(np.nanmedian([e[key] for e in episodes]))
+               for key in ("steps", "first", "middle", "last")},
             "per_episode": episodes}
 
 
