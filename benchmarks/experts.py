@@ -21,6 +21,7 @@ setting (``--set``) starts a new table.
     python benchmarks/experts.py --workers 2 --hours 1.5      # the shipped snippets and mirrors, two at a time
     python benchmarks/experts.py --snippets 07_01-0 09_01-0   # a few
     python benchmarks/experts.py --report                      # the table of what has been measured
+    python benchmarks/experts.py --snippets 01_01-2-mirror --results /tmp/look.json --frames /tmp/frames   # look at one
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.runs import fail, run_pool, write_json  # noqa: E402
+from benchmarks.runs import Strip, fail, run_pool, write_json  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "experts.json"
 TRACKED_TARGET, RELATIVE_TARGET = 0.9, 0.7
@@ -59,7 +60,7 @@ def run_controller(env, act) -> dict:
 
 def measure(args: tuple) -> tuple[str, dict]:
     """(snippet, record) for one snippet; runs in a worker process with one planner thread."""
-    snippet, settings, mocap = args
+    snippet, settings, mocap, frames = args
     import numpy as np
 
     import envs
@@ -74,8 +75,11 @@ def measure(args: tuple) -> tuple[str, dict]:
     config = MPCConfig(**settings)
     planner = TrackingPlanner(env, config)
     seconds, predicted = [], []
+    strip = Strip() if frames else None
 
     def plan():
+        if strip is not None:   # the state this step plans from; the first frame is the clip's first pose
+            strip(env, len(seconds))
         command = planner.act()
         seconds.append(planner.last_info.seconds)
         predicted.append(planner.last_info.predicted_return / planner.last_info.horizon)
@@ -83,6 +87,9 @@ def measure(args: tuple) -> tuple[str, dict]:
 
     planner.reset()
     mpc = run_controller(env, plan)
+    if strip is not None:
+        strip(env, len(seconds))
+        strip.write(Path(frames) / f"{snippet}.png")
     planner.close()
     env.close()
     for record in (mpc, feed_forward):
@@ -164,6 +171,8 @@ def main(argv=None) -> int:
     p.add_argument("--results", type=Path, default=RESULTS)
     p.add_argument("--mocap", type=Path, help="another mocap file in the shipped one's schema (e.g. looped walks, "
                    "envs/mocap/convert.py --loop); default: the shipped data/mocap/cmu_snippets.h5")
+    p.add_argument("--frames", type=Path, help="also draw each planned episode: one PNG per snippet in this folder, "
+                   "the walker every second and at the end (only snippets run now; a rerun skips measured ones)")
     p.add_argument("--report", action="store_true", help="print the table of the results file and exit")
     args = p.parse_args(argv)
 
@@ -220,7 +229,7 @@ def main(argv=None) -> int:
               f"(feed-forward {f['steps_tracked']}, {f['reward_per_step']:.2f}); "
               f"{m['seconds_per_control_step']:.2f} s per control step", flush=True)
 
-    todo = [(s, settings, mocap) for s in snippets if s not in table]
+    todo = [(s, settings, mocap, args.frames) for s in snippets if s not in table]
     print(f"{len(todo)} snippets to plan ({len(snippets) - len(todo)} already measured)", flush=True)
     run_pool(measure, todo, args.workers, args.hours, on_result, "experts")
     save()

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.runs import fail, write_json  # noqa: E402
+from benchmarks.runs import Strip, fail, write_json  # noqa: E402
 
 CONTROL_STEP_SECONDS = 0.03
 
@@ -51,27 +51,6 @@ def repo_relative(path: Path) -> str:
     """``path`` relative to the repository when it lies inside it (results keyed the same however it was named)."""
     resolved = path.resolve()
     return str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else str(resolved)
-
-
-class Strip:
-    """``observe`` for ``imitate_reference``: the walker's back camera every ``every`` steps and at the episode's end,
-    written side by side as one PNG by ``write``."""
-
-    def __init__(self, every: int = round(1 / CONTROL_STEP_SECONDS)):
-        self.every, self.frames, self.last, self.steps = every, [], None, 0
-
-    def __call__(self, env, steps: int) -> None:
-        self.last, self.steps = env.render(), steps
-        if steps % self.every == 0:
-            self.frames.append(self.last)
-
-    def write(self, path: Path) -> None:
-        import imageio.v3 as iio
-        import numpy as np
-
-        frames = self.frames + ([self.last] if self.steps % self.every else [])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        iio.imwrite(path, np.concatenate(frames, axis=1))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -172,6 +172,27 @@ def _run_in_pool(job, pending, workers: int, deadline: float | None, on_result, 
                 on_result(result)
 
 
+class Strip:
+    """An episode drawn as one PNG: called with (env, steps so far) after every step (``observe`` of
+    ``imitate_reference``), it keeps the walker's back camera every ``every`` steps and at the episode's end; ``write``
+    puts them side by side."""
+
+    def __init__(self, every: int = round(1 / 0.03)):   # a frame per second of 0.03 s control steps
+        self.every, self.frames, self.last, self.steps = every, [], None, 0
+
+    def __call__(self, env, steps: int) -> None:
+        self.last, self.steps = env.render(), steps
+        if steps % self.every == 0:
+            self.frames.append(self.last)
+
+    def write(self, path: Path) -> None:
+        import imageio.v3 as iio
+
+        frames = self.frames + ([self.last] if self.steps % self.every else [])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        iio.imwrite(path, np.concatenate(frames, axis=1))
+
+
 def fail(message: str) -> None:
     """Bad input to a benchmark script: one ``error:`` line on stderr and exit status 2."""
     import sys

@@ -1,5 +1,7 @@
 """The tracking planner (agents/mpc.py): its model of the environment is the environment, its score is the env's
 reward, and planning tracks a clip longer than the feed-forward controller it starts from."""
+import json
+
 import mujoco
 import numpy as np
 import pytest
@@ -218,3 +220,20 @@ def test_expert_benchmark_reads_another_mocap_file(tmp_path):
     unknown = subprocess.run(script + ["--mocap", str(looped), "--snippets", "09_01-0"], capture_output=True,
                              text=True)
     assert_one_line_error(unknown, "unknown snippet", "09_01-0")
+
+
+def test_expert_benchmark_draws_the_planned_episode(tmp_path):
+    """``--frames``: the planner's episode as one PNG per snippet, its first pose and its last among the frames."""
+    import imageio.v3 as iio
+
+    from benchmarks import experts
+
+    tiny = [arg for pair in ("horizon=4", "knots=1", "candidates=4", "iterations=1", "method=ps")
+            for arg in ("--set", pair)]
+    results = tmp_path / "r.json"
+    assert experts.main(["--snippets", SNIPPET, "--workers", "1", "--results", str(results), "--frames",
+                         str(tmp_path / "frames"), *tiny]) == 0
+    steps = json.loads(results.read_text())["snippets"][SNIPPET]["mpc"]["steps_tracked"]
+    strip = iio.imread(tmp_path / "frames" / f"{SNIPPET}.png")
+    width = strip.shape[0] * 4 // 3   # the walker's camera renders 4:3
+    assert strip.shape[1] % width == 0 and strip.shape[1] // width == 1 + steps // 33 + (steps % 33 > 0)

@@ -240,6 +240,25 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
         with pytest.raises(SystemExit) as exit_:
             gap_main(bad)
         assert exit_.value.code == 2
+    # how much of that gap is the planner's own sampling: each state labelled twice from the same warm start; a
+    # planner with no sampled candidates (the nominal alone) gives the same label twice, a sampling one does not
+    from benchmarks.planner_label_noise import main as noise_main
+
+    noise = tmp_path / "noise.json"
+    common_noise = ["--primitives", str(primitives), "--snippets", looped, "--mocap", str(mocap), "--workers", "1",
+                    "--edge", "3", "--results", str(noise), "--set", "horizon=4", "--set", "knots=1",
+                    "--set", "iterations=1", "--set", "method=ps"]
+    for candidates in (1, 4):
+        assert noise_main([*common_noise, "--set", f"candidates={candidates}"]) == 0
+        (episode,) = json.loads(noise.read_text())["episodes"]
+        variance = episode["label_variance"]
+        assert episode["steps"] > 6 and episode["gap"]["first"] > 0 and episode["forgotten_plan"]["first"] >= 0
+        assert (variance["first"] == 0) if candidates == 1 else (variance["first"] > 0)
+    for bad in (["--primitives", str(tmp_path / "none"), "--snippets", looped],
+                ["--primitives", str(primitives), "--snippets", looped]):   # not in the shipped mocap file
+        with pytest.raises(SystemExit) as exit_:
+            noise_main(bad)
+        assert exit_.value.code == 2
     capsys.readouterr()
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(tmp_path / "y.h5"),
                       "--trajectories", "1", "--processes", "1", *planner]) == 2
