@@ -1,5 +1,5 @@
-"""How much of the DAgger gap is the planner's own sampling noise? (issue 13; docs/npmp.md, "Walks longer than a
-clip").
+"""How much of the DAgger gap is the planner's own: its sampling noise, and its memory? (issue 13; docs/npmp.md,
+"Walks longer than a clip").
 
 ``benchmarks/npmp_dagger_gap.py`` measures how far the primitives' actions are from the planner's labels along a
 DAgger episode. A sampling planner's label is itself random: from the same state and the same warm start, another
@@ -40,51 +40,58 @@ PARTS = ("first", "middle", "last")
 KEYS = ("label_variance", "forgotten_plan", "gap")
 
 
+class ThreeLabels:
+    """A planner expert (``pipelines.npmp.data.PlannerExpert``) for ``rollout``, whose label at each state is the
+    planner's own; before it, the same state is labelled from the same warm start with the ``second`` stream of
+    random numbers (``repeats``) and from a forgotten plan with the ``third`` (``forgotten``)."""
+
+    def __init__(self, expert, seed: int):
+        self.expert, self.repeats, self.forgotten = expert, [], []
+        self.second, self.third = (np.random.default_rng(seed + offset) for offset in (1_000_003, 2_000_003))
+
+    def __getattr__(self, name):   # everything else is the expert's
+        return getattr(self.expert, name)
+
+    def mean_command(self, flat_obs: np.ndarray, reference_action: np.ndarray | None = None) -> np.ndarray:
+        planner = self.expert.planner
+        warm, own = planner.nominal.copy(), planner.rng
+        planner.rng = self.second
+        self.repeats.append(planner.act())
+        planner.reset()
+        planner.rng = self.third
+        self.forgotten.append(planner.act())
+        planner.rng, planner.nominal = own, warm
+        return planner.act()   # last: its plan warm-starts the next step, as in relabel
+
+
 def episode(args: tuple) -> tuple[str, dict]:
-    """One primitives-driven episode of a snippet with every state labelled twice; runs in a worker process."""
+    """One primitives-driven episode of a snippet with every state labelled three times; runs in a worker process."""
     snippet, primitives, settings, mocap, noise_std, edge, seed = args
-    from pipelines.npmp.data import planner_expert
+    from pipelines.npmp.data import planner_expert, rollout
     from pipelines.npmp.evaluate import primitives_actor
     from priors.npmp import load_primitives
 
     model, _ = load_primitives(primitives)
-    actor = primitives_actor(model, snippet, ref_path=mocap)
     expert = planner_expert(snippet, settings, mocap=mocap)
     env = expert.make_env(seed)
-    planner, rng = expert.planner, np.random.default_rng(seed)
-    second, third = (np.random.default_rng(seed + offset) for offset in (1_000_003, 2_000_003))   # other streams
-    obs, _ = env.reset(seed=int(rng.integers(2**31)))
-    planner.reset()
-    labels, repeats, forgotten, executed = [], [], [], []
-    terminated = truncated = False
+    labeller = ThreeLabels(expert, seed)
     try:
-        while not (terminated or truncated):
-            warm, own = planner.nominal.copy(), planner.rng
-            planner.rng = second
-            repeats.append(planner.act())
-            planner.reset()
-            planner.rng = third
-            forgotten.append(planner.act())
-            planner.rng, planner.nominal = own, warm
-            labels.append(planner.act())                 # last: its plan warm-starts the next step, as in relabel
-            state = expert.layout.flatten(obs)[expert.proprio]
-            command = np.clip(actor(len(executed), state) + noise_std * rng.standard_normal(labels[-1].shape),
-                              -1.0, 1.0)
-            obs, _, terminated, truncated, info = env.step(command)
-            executed.append(info.get("applied_action", command))
+        result = rollout(labeller, env, noise_std, np.random.default_rng(seed),
+                         actor=primitives_actor(model, snippet, ref_path=mocap))
     finally:
-        planner.close()
+        expert.planner.close()
         env.close()
-    labels, repeats, forgotten, executed = (np.asarray(a, np.float64) for a in (labels, repeats, forgotten, executed))
+    labels, repeats, forgotten = (np.asarray(a, np.float64) for a in (result["mean_actions"], labeller.repeats,
+                                                                       labeller.forgotten))
     twice = episode_gaps(labels, repeats, edge)
 
     def parts(gaps: dict) -> dict:
         return {part: gaps[part] for part in PARTS}
 
-    return snippet, {"snippet": snippet, "steps": len(labels), "fell": bool(terminated),
+    return snippet, {"snippet": snippet, "steps": len(labels), "fell": result["terminated"],
                      "label_variance": {part: twice[part] / 2 for part in PARTS},
                      "forgotten_plan": parts(episode_gaps(labels, forgotten, edge)),
-                     "gap": parts(episode_gaps(executed, labels, edge))}
+                     "gap": parts(episode_gaps(result["actions"], labels, edge))}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -174,13 +174,14 @@ def _run_in_pool(job, pending, workers: int, deadline: float | None, on_result, 
 
 class Strip:
     """An episode drawn as one PNG: called with (env, steps so far) after every step (``observe`` of
-    ``imitate_reference``), it keeps the walker's back camera every ``every`` steps and at the episode's end; ``write``
-    puts them side by side."""
+    ``imitate_reference``), it keeps the walker's back camera every ``every`` steps (default: every second of the
+    env's control timestep) and at the episode's end; ``write`` puts them side by side."""
 
-    def __init__(self, every: int = round(1 / 0.03)):   # a frame per second of 0.03 s control steps
+    def __init__(self, every: int | None = None):
         self.every, self.frames, self.last, self.steps = every, [], None, 0
 
     def __call__(self, env, steps: int) -> None:
+        self.every = self.every or round(1 / env.control_timestep)
         self.last, self.steps = env.render(), steps
         if steps % self.every == 0:
             self.frames.append(self.last)
