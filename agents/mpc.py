@@ -278,7 +278,29 @@ class TrackingPlanner:
             starts = out[:, k] = states[:, -1]
         return out
 
-    def act(self) -> np.ndarray:
+    def knots_along(self, states: np.ndarray, commands: np.ndarray, t: int) -> np.ndarray:
+        """The plan at clip step ``t`` that a stored run followed: knots [knots, actuators] whose corrections, on the
+        run's own states, reproduce its command at step t exactly (the first knot is that step's correction) and
+        its later commands over the horizon as well as the spline can (least squares: the run replanned at every
+        step, so its commands lie on no single plan). ``states`` [T+1, full state] and ``commands`` [T, actuators]
+        of a run from the clip's first frame (agents/lqr.py ``planned_nominal``); zeros past the run's end."""
+        horizon = min(self.config.horizon, len(commands) - t)
+        if horizon < 1:
+            return np.zeros_like(self.nominal)
+        corrections = np.stack([commands[t + k] - self._base_commands(states[t + k][None], t + k)[0]
+                                for k in range(horizon)])
+        knots = np.zeros_like(self.nominal)
+        knots[0] = corrections[0]
+        weights = self.weights[:horizon]
+        if len(knots) > 1 and horizon > 1:
+            knots[1:], *_ = np.linalg.lstsq(weights[1:, 1:], corrections[1:] - weights[1:, :1] @ knots[:1],
+                                            rcond=None)
+        return knots
+
+    def act(self, warm_start: np.ndarray | None = None) -> np.ndarray:
+        """The command for the environment's current state. ``warm_start`` (knots [knots, actuators]): the plan to
+        refine instead of the last one shifted and decayed (e.g. ``knots_along`` a stored run); the refined plan
+        is kept as the next step's warm start either way."""
         start = time.perf_counter()
         cfg = self.config
         state = np.empty(mujoco.mj_stateSize(self.model, mujoco.mjtState.mjSTATE_FULLPHYSICS))
@@ -292,7 +314,7 @@ class TrackingPlanner:
         horizon = max(1, min(cfg.horizon, self.env.last_step - t))
         reference = self._reference(np.arange(t + 1, t + 1 + horizon))
 
-        nominal = cfg.warm_start_decay * (self.shift @ self.nominal)
+        nominal = cfg.warm_start_decay * (self.shift @ self.nominal) if warm_start is None else warm_start
         std = cfg.noise_std
         best_knots, best_score, nominal_score = nominal, -np.inf, None
         for _ in range(cfg.iterations):

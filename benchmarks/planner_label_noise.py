@@ -7,15 +7,22 @@ draw of its candidates gives another command. This drives the primitives closed 
 ``python -m pipelines.npmp relabel --labeller planner`` does: action noise ``--noise``, the planner labelling every
 visited state) and labels every state three times: with the planner's own stream of random numbers (the label a
 DAgger round stores, whose plan warm-starts the next step), once more from the same warm start with another stream,
-and once from a forgotten plan (the warm start of an episode's first step) with a third stream. Per episode, over
+once from a forgotten plan (the warm start of an episode's first step) with a third stream, and once from the same
+warm start with the walker moved onto the reference's root position (x, y) and heading -- a state the walker's
+proprioception cannot tell apart from the real one. Per episode, over
 the first ``--edge`` steps, the middle and the last ``--edge`` steps, per action dimension:
 - ``label_variance``: half the squared difference of the first two labels, the variance of one label around the
   planner's mean command at that state and warm start -- the part of the gap no student can remove;
 - ``forgotten_plan``: the squared difference between the stored label and the forgotten plan's. The warm start is
   the planner's memory of the steps before, which the state does not show a student; this minus twice
   ``label_variance`` is how far that memory moves the label;
+- ``aligned``: the squared difference between the stored label and the aligned walker's. The primitives see
+  proprioception and the clip's reference pose, never where the walker stands relative to the reference; this minus
+  twice ``label_variance`` is how far that offset moves the label;
 - ``gap``: the squared difference between the executed action and the stored label (what npmp_dagger_gap.py
-  reports for a stored round).
+  reports for a stored round);
+- ``offset``: the walker's distance from the reference's root in the ground plane (m), and ``heading_error`` (rad),
+  their root mean squares over the same steps.
 
     python benchmarks/planner_label_noise.py --primitives runs/npmp/walk62/p2_planned \\
         --mocap runs/npmp/loops/mocap.h5 --snippets 07_01-0-loop10 08_02-0-loop10
@@ -28,6 +35,7 @@ import statistics
 import sys
 from pathlib import Path
 
+import mujoco
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,17 +45,58 @@ from benchmarks.npmp_dagger_gap import episode_gaps  # noqa: E402
 from benchmarks.runs import fail, run_pool, write_json  # noqa: E402
 
 PARTS = ("first", "middle", "last")
-KEYS = ("label_variance", "forgotten_plan", "gap")
+KEYS = ("label_variance", "forgotten_plan", "aligned", "gap")
 
 
-class ThreeLabels:
+def heading(quaternion: np.ndarray) -> float:
+    """The yaw (rad) of a body whose orientation is ``quaternion`` (w, x, y, z): the direction of its x axis."""
+    w, x, y, z = quaternion
+    return float(np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))
+
+
+class AlignedWalker:
+    """Within the block, the walker's free joint is moved onto the reference's root position in the ground plane and
+    turned to its heading (velocities turned with it); height, pose and everything proprioception reads stay."""
+
+    def __init__(self, env):
+        self.env = env
+
+    def offset(self) -> tuple[float, float]:
+        """The walker's distance from the reference's root in the ground plane (m) and its heading error (rad)."""
+        qpos, reference, t = self.env.physics.data.qpos, self.env.clip_reference(), self.env.time_step
+        turn = heading(reference["quaternion"][t]) - heading(qpos[3:7])
+        return (float(np.linalg.norm(reference["position"][t][:2] - qpos[:2])),
+                float(abs(np.arctan2(np.sin(turn), np.cos(turn)))))
+
+    def __enter__(self):
+        data, reference, t = self.env.physics.data, self.env.clip_reference(), self.env.time_step
+        self.saved = data.qpos[:7].copy(), data.qvel[:3].copy()
+        turn = heading(reference["quaternion"][t]) - heading(data.qpos[3:7])
+        c, s = np.cos(turn), np.sin(turn)
+        data.qpos[:2] = reference["position"][t][:2]
+        quaternion = np.empty(4)
+        mujoco.mju_mulQuat(quaternion, np.array([np.cos(turn / 2), 0.0, 0.0, np.sin(turn / 2)]), data.qpos[3:7])
+        data.qpos[3:7] = quaternion
+        data.qvel[:2] = c * self.saved[1][0] - s * self.saved[1][1], s * self.saved[1][0] + c * self.saved[1][1]
+        return self
+
+    def __exit__(self, *exc):
+        data = self.env.physics.data
+        data.qpos[:7], data.qvel[:3] = self.saved
+        return False
+
+
+class FourLabels:
     """A planner expert (``pipelines.npmp.data.PlannerExpert``) for ``rollout``, whose label at each state is the
     planner's own; before it, the same state is labelled from the same warm start with the ``second`` stream of
-    random numbers (``repeats``) and from a forgotten plan with the ``third`` (``forgotten``)."""
+    random numbers (``repeats``), from a forgotten plan with the ``third`` (``forgotten``), and from the same warm
+    start with the walker aligned to the reference (``AlignedWalker``) with the ``fourth`` (``aligned``)."""
 
-    def __init__(self, expert, seed: int):
-        self.expert, self.repeats, self.forgotten = expert, [], []
-        self.second, self.third = (np.random.default_rng(seed + offset) for offset in (1_000_003, 2_000_003))
+    def __init__(self, expert, env, seed: int):
+        self.expert, self.repeats, self.forgotten, self.aligned, self.offsets = expert, [], [], [], []
+        self.align = AlignedWalker(env)
+        self.second, self.third, self.fourth = (np.random.default_rng(seed + offset)
+                                                for offset in (1_000_003, 2_000_003, 3_000_003))
 
     def __getattr__(self, name):   # everything else is the expert's
         return getattr(self.expert, name)
@@ -55,8 +104,14 @@ class ThreeLabels:
     def mean_command(self, flat_obs: np.ndarray, reference_action: np.ndarray | None = None) -> np.ndarray:
         planner = self.expert.planner
         warm, own = planner.nominal.copy(), planner.rng
+        self.offsets.append(self.align.offset())
+        planner.rng = self.fourth
+        with self.align:
+            self.aligned.append(planner.act())
+        planner.nominal = warm.copy()
         planner.rng = self.second
         self.repeats.append(planner.act())
+        planner.nominal = warm.copy()
         planner.reset()
         planner.rng = self.third
         self.forgotten.append(planner.act())
@@ -65,7 +120,7 @@ class ThreeLabels:
 
 
 def episode(args: tuple) -> tuple[str, dict]:
-    """One primitives-driven episode of a snippet with every state labelled three times; runs in a worker process."""
+    """One primitives-driven episode of a snippet with every state labelled four times; runs in a worker process."""
     snippet, primitives, settings, mocap, noise_std, edge, seed = args
     from pipelines.npmp.data import planner_expert, rollout
     from pipelines.npmp.evaluate import primitives_actor
@@ -74,15 +129,20 @@ def episode(args: tuple) -> tuple[str, dict]:
     model, _ = load_primitives(primitives)
     expert = planner_expert(snippet, settings, mocap=mocap)
     env = expert.make_env(seed)
-    labeller = ThreeLabels(expert, seed)
+    labeller = FourLabels(expert, env, seed)
     try:
         result = rollout(labeller, env, noise_std, np.random.default_rng(seed),
                          actor=primitives_actor(model, snippet, ref_path=mocap))
     finally:
         expert.planner.close()
         env.close()
-    labels, repeats, forgotten = (np.asarray(a, np.float64) for a in (result["mean_actions"], labeller.repeats,
-                                                                       labeller.forgotten))
+    labels, repeats, forgotten, aligned = (np.asarray(a, np.float64) for a in (
+        result["mean_actions"], labeller.repeats, labeller.forgotten, labeller.aligned))
+    offsets = np.asarray(labeller.offsets, np.float64)   # [T, 2]: distance, heading error
+
+    def rms(values: np.ndarray) -> dict:
+        return {part: float(np.sqrt(value)) for part, value in parts(episode_gaps(values, 0 * values, edge)).items()}
+
     twice = episode_gaps(labels, repeats, edge)
 
     def parts(gaps: dict) -> dict:
@@ -91,6 +151,8 @@ def episode(args: tuple) -> tuple[str, dict]:
     return snippet, {"snippet": snippet, "steps": len(labels), "fell": result["terminated"],
                      "label_variance": {part: twice[part] / 2 for part in PARTS},
                      "forgotten_plan": parts(episode_gaps(labels, forgotten, edge)),
+                     "aligned": parts(episode_gaps(labels, aligned, edge)),
+                     "offset": rms(offsets[:, :1]), "heading_error": rms(offsets[:, 1:]),
                      "gap": parts(episode_gaps(result["actions"], labels, edge))}
 
 
@@ -142,8 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         snippet, record = item
         episodes.append(record)
         print(f"{snippet}: {record['steps']} steps; " + "; ".join(
-            f"{key.replace('_', ' ')} " + " / ".join(f"{record[key][part]:.3f}" for part in PARTS) for key in KEYS),
-            flush=True)
+            f"{key.replace('_', ' ')} " + " / ".join(f"{record[key][part]:.3f}" for part in PARTS)
+            for key in KEYS + ("offset", "heading_error")), flush=True)
 
     jobs = [(s, args.primitives, settings, args.mocap, args.noise, args.edge, seed)
             for s in args.snippets for seed in range(args.episodes)]

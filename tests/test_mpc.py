@@ -114,6 +114,71 @@ def test_the_warm_start_decays(env):
         np.testing.assert_allclose(command, np.clip(base + planner.weights[0] @ planner.nominal, -1, 1), atol=1e-6)
 
 
+def test_a_plan_anchored_to_a_stored_run_repeats_its_commands(env):
+    """``knots_along`` a planner's noise-free run gives, at the run's own states, the plan whose first command is the
+    run's; the anchored expert (pipelines/npmp/data.py) labels with it and no memory: the same state and clip time
+    give the same label whatever it labelled before."""
+    from agents.lqr import planned_nominal
+    from pipelines.npmp.data import planner_expert
+
+    settings = dict(threads=1, horizon=6, knots=3, candidates=4, elites=2, iterations=1)
+    states, commands, _ = planned_nominal(env, TrackingPlanner(env, MPCConfig(**settings)))
+    nominal_only = TrackingPlanner(env, MPCConfig(**{**settings, "candidates": 1, "method": "ps"}))
+    env.reset(seed=0)
+    for t in range(8):
+        knots = nominal_only.knots_along(states, commands, t)
+        np.testing.assert_allclose(nominal_only.act(knots), commands[t], atol=1e-5)
+        env.step(commands[t])
+    assert not nominal_only.knots_along(states, commands, len(commands)).any()   # past the run: no correction
+
+    expert = planner_expert(SNIPPET, {**settings, "candidates": 1, "method": "ps"},
+                            plan={"physics_states": states, "commands": commands}, anchored=True)
+    anchored_env = expert.make_env(0)
+    try:
+        anchored_env.reset(seed=0)
+        first = expert.mean_command(None)
+        anchored_env.step(np.zeros_like(first))
+        expert.mean_command(None)   # a label elsewhere ...
+        anchored_env.reset(seed=0)
+        np.testing.assert_array_equal(expert.mean_command(None), first)   # ... leaves no trace
+        np.testing.assert_allclose(first, commands[0], atol=1e-5)
+    finally:
+        expert.planner.close()
+        anchored_env.close()
+    with pytest.raises(ConfigError, match="anchored"):
+        planner_expert(SNIPPET, settings, lqr={}, anchored=True)
+
+
+def test_the_aligned_walker_is_the_same_body_on_the_reference(env):
+    """benchmarks/planner_label_noise.py moves the walker onto the reference's root (ground plane and heading) to
+    ask whether that offset moves the planner's label: inside the block the offset is zero and proprioception is
+    unchanged; after it the simulator state is exactly what it was."""
+    from benchmarks.planner_label_noise import AlignedWalker
+
+    feed_forward = env.feed_forward_actions()
+    for t in range(12):
+        env.step(feed_forward[t + 1])
+    physics = env.physics
+    physics.data.qpos[0] += 0.3   # push the walker off the reference and turn it
+    physics.data.qpos[3:7] = [np.cos(0.2), 0.0, 0.0, np.sin(0.2)]
+    physics.forward()
+    def proprio() -> np.ndarray:   # the observation the walker would get now
+        updater = env._env._observation_updater
+        updater.update()
+        return env._grouped(updater.get_observation())["proprio"]
+
+    model = physics.model.ptr
+    before, seen = full_state(model, physics.data.ptr), proprio()
+    align = AlignedWalker(env)
+    distance, heading_error = align.offset()
+    assert distance > 0.25 and heading_error > 0.3
+    with align:
+        physics.forward()
+        np.testing.assert_allclose(align.offset(), (0.0, 0.0), atol=1e-9)
+        np.testing.assert_allclose(proprio(), seen, atol=1e-5)
+    np.testing.assert_array_equal(full_state(model, physics.data.ptr), before)
+
+
 def test_the_plan_stops_where_the_episode_does(env):
     """Past the episode's last frame the planner would chase the clip's last frame held still: it plans (and
     scores) only the steps left. The horizon here is longer than the whole 35-step snippet."""

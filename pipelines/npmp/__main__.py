@@ -115,11 +115,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     r.add_argument("--action-noise", type=float, default=0.1, help="std of the noise on the primitives' actions")
     r.add_argument("--processes", type=int, default=None,
                    help="relabel on this many local processes instead of Ray (a machine without Ray)")
-    r.add_argument("--labeller", choices=("collected", "planner"), default="collected",
+    r.add_argument("--labeller", choices=("collected", "planner", "anchored"), default="collected",
                    help="collected: the collection's own expert (the LQR law, if collected with one); planner: the "
-                        "planner itself plans from every visited state (valid far from its run; 1-2 s per label)")
+                        "planner itself plans from every visited state (valid far from its run; 1-2 s per label), "
+                        "warm-started from its plan of the step before; anchored: the same, warm-started from the "
+                        "plan its own noise-free run followed at that clip time (no memory of the episode)")
     r.add_argument("--planner-set", action="append", default=[], metavar="KEY=VALUE",
-                   help="--labeller planner: MPC setting (agents.mpc.MPCConfig; default: the current defaults)")
+                   help="--labeller planner or anchored: MPC setting (agents.mpc.MPCConfig; default: the current "
+                        "defaults for planner, the collection's settings for anchored)")
     m = sub.add_parser("merge", help="one data file from collections of different snippets made with the same "
                                      "settings (e.g. on different machines)")
     m.add_argument("inputs", nargs="+", type=Path, help="data files written by collect or relabel")
@@ -255,16 +258,22 @@ def relabel(args) -> Path:
     if args.labeller == "planner":
         settings = dataclasses.asdict(apply_overrides(MPCConfig(threads=1), split_overrides(args.planner_set)))
         lqr = None
+    elif args.labeller == "anchored":   # the collection's planner made the runs it is anchored to
+        settings = dataclasses.asdict(apply_overrides(MPCConfig(**{"threads": 1, **(settings or {})}),
+                                                      split_overrides(args.planner_set)))
+        lqr = None
     elif args.planner_set:
-        raise ConfigError("--planner-set needs --labeller planner (the collected expert keeps its own settings)")
+        raise ConfigError("--planner-set needs --labeller planner or anchored (the collected expert keeps its own "
+                          "settings)")
     round_meta = {"primitives": _repo_relative(args.primitives), "snippets": snippets,
                   "trajectories": args.trajectories,
                   "action_noise_std": args.action_noise, "seed": args.seed,
-                  **({"labeller": "planner", "planner": settings} if args.labeller == "planner" else {})}
+                  **({"labeller": args.labeller, "planner": settings} if args.labeller != "collected" else {})}
     meta = {**base_meta, "relabelled": [*base_meta.get("relabelled", []), round_meta]}
     parts, mocaps = args.out.with_suffix(".parts"), data.read_mocaps(args.data)
     jobs = [data.RelabelJob(s, str(args.data), str(args.primitives), str(parts / f"{s}.h5"), args.seed + i,
-                            args.trajectories, args.action_noise, settings, meta, lqr, mocaps[s])
+                            args.trajectories, args.action_noise, settings, meta, lqr, mocaps[s],
+                            args.labeller == "anchored")
             for i, s in enumerate(snippets)]
     with RunLock(parts):
         _run_parts(args, data.run_relabel_job, jobs, parts, "relabel")

@@ -257,6 +257,38 @@ class PlannerExpert:
         return np.asarray(command, np.float32)
 
 
+class AnchoredPlannerExpert(PlannerExpert):
+    """The planner labelling with no memory of the episode it labels: at every state it refines the plan its own
+    noise-free run of the snippet followed at the same clip time (``TrackingPlanner.knots_along``), not the plan it
+    carried from the step before. Its label is then a function of the state and the clip time (up to the sampling
+    of candidates), as the LQR law's is, and near that run it is the run's command; far from it the planner still
+    plans. Why: a DAgger label from the planner's own warm start depends on the steps before, which the primitives
+    cannot see (docs/npmp.md, "Walks longer than a clip"), and a plan from scratch is a worse command."""
+
+    def __init__(self, snippet: str, config=None, plan: dict | None = None, mocap: str | None = None):
+        super().__init__(snippet, config, mocap)
+        self.plan, self.env = plan, None
+
+    def make_env(self, seed: int | None = None):
+        from agents.lqr import planned_nominal
+
+        env = super().make_env(seed)
+        if self.plan is None:
+            states, commands, _ = planned_nominal(env, self.planner)
+            self.plan = {"physics_states": states, "commands": commands}
+        self.env = env
+        return env
+
+    def mean_command(self, flat_obs: np.ndarray, reference_action: np.ndarray | None = None) -> np.ndarray:
+        warm_start = self.planner.knots_along(np.asarray(self.plan["physics_states"]),
+                                              np.asarray(self.plan["commands"]), self.env.time_step)
+        return self.planner.act(warm_start)
+
+    def mean_command_and_jacobian(self, flat_obs, reference_action=None):
+        command = self.mean_command(flat_obs, reference_action)
+        return command, self.planner.feedback_jacobian(command)
+
+
 class FeedbackExpert(PlannerExpert):
     """The planner's noise-free run of the snippet made into a smooth feedback policy (agents/lqr.py): mu_E(x_t) =
     u*_t + K_t (x_t - x*_t), with time-varying LQR gains around that run. A function of the simulator's state and
@@ -383,14 +415,19 @@ def collect_expert(expert_dir: Path | str, trajectories: int, action_noise_std: 
 
 
 def planner_expert(snippet: str, settings: dict | None = None, lqr: dict | None = None, plan: dict | None = None,
-                   mocap: str | None = None) -> PlannerExpert:
-    """The MPC expert of ``snippet`` (``settings``: agents.mpc.MPCConfig fields): the planner itself, or with
-    ``lqr`` (agents.lqr.LQRConfig fields) the LQR law around its noise-free run (``FeedbackExpert``; ``plan``: that
-    run, if it was saved). ``mocap``: the file holding the snippet (None: the shipped one)."""
+                   mocap: str | None = None, anchored: bool = False) -> PlannerExpert:
+    """The MPC expert of ``snippet`` (``settings``: agents.mpc.MPCConfig fields): the planner itself, with
+    ``anchored`` the planner warm-started from its own noise-free run (``AnchoredPlannerExpert``), or with ``lqr``
+    (agents.lqr.LQRConfig fields) the LQR law around that run (``FeedbackExpert``). ``plan``: that run, if it was
+    saved. ``mocap``: the file holding the snippet (None: the shipped one)."""
     from agents.lqr import LQRConfig
     from agents.mpc import MPCConfig
 
     config = MPCConfig(**{"threads": 1, **(settings or {})})
+    if anchored and lqr is not None:
+        raise ConfigError("an anchored planner labels with the planner, not the LQR law: give one of them")
+    if anchored:
+        return AnchoredPlannerExpert(snippet, config, plan, mocap)
     if lqr is None:
         return PlannerExpert(snippet, config, mocap)
     return FeedbackExpert(snippet, config, LQRConfig(**lqr), plan, mocap)
@@ -438,20 +475,20 @@ def collect_from(expert, trajectories: int, action_noise_std: float, perturbatio
 
 def relabel_planner(snippet: str, primitives: str, trajectories: int, action_noise_std: float, seed: int,
                     settings: dict | None = None, lqr: dict | None = None, plan: dict | None = None,
-                    mocap: str | None = None) -> dict:
+                    mocap: str | None = None, anchored: bool = False) -> dict:
     """DAgger data for one snippet: ``trajectories`` episodes driven by the primitives (closed loop on the clip's
     reference, action noise ``action_noise_std``), every visited state labelled by the planner. A departure from
     the seed (its BC data, eq 8.4, visits only states of the noisy expert): the primitives' own mistakes take them
     to states the expert never visits, and these teach the next distillation what to do there. Returns the ``bc``
     arrays of ``collect_from`` (the executed actions are the primitives'). With ``lqr`` the labels are the LQR
-    law's (``planner_expert``)."""
+    law's, with ``anchored`` the planner's warm-started from its own run (``planner_expert``)."""
     from pipelines.npmp.evaluate import primitives_actor
     from priors.npmp import load_primitives
 
     if trajectories < 1:
         raise ConfigError(f"need trajectories >= 1, got {trajectories}")
     model, _ = load_primitives(primitives)
-    expert = planner_expert(snippet, settings, lqr, plan, mocap)
+    expert = planner_expert(snippet, settings, lqr, plan, mocap, anchored)
     env = expert.make_env(seed)
     rng = np.random.default_rng(seed)
     try:
@@ -615,13 +652,14 @@ class RelabelJob:
     meta: dict | None = None
     lqr: dict | None = None
     mocap: str | None = None
+    anchored: bool = False
 
 
 def run_relabel_job(job: RelabelJob) -> str:
     """Relabel ``job.snippet`` and write its part (the snippet's old data plus the new episodes), atomically."""
     (result,) = [r for r in read_results(job.data)[0] if r["snippet"] == job.snippet]
     relabelled = relabel_planner(job.snippet, job.primitives, job.trajectories, job.action_noise_std, job.seed,
-                                 job.settings, job.lqr, result.get("plan"), job.mocap)
+                                 job.settings, job.lqr, result.get("plan"), job.mocap, job.anchored)
     return str(write_dataset(job.path, [with_relabelled(result, relabelled)], meta=job.meta))
 
 
