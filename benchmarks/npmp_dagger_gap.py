@@ -10,6 +10,15 @@ median over the round's episodes. Compare it with the distillation's own error o
 
     python benchmarks/npmp_dagger_gap.py runs/npmp/walk62/data1.h5 runs/npmp/walk62/data_planned2.h5 \\
         --snippets 07_01-0-loop10 08_02-0-loop10
+
+With ``--fit PRIMITIVES`` it also asks how well primitives fit the labels of the data they were trained on: their
+command at every stored state (the encoder reading the clip's reference, as closed loop) against the stored label,
+the same three parts, for the collected expert's own trajectories, the DAgger rounds before the last, and the last
+round. Labels that the primitives fit on one labeller's states but not on another's, at the same clip times,
+disagree with each other.
+
+    python benchmarks/npmp_dagger_gap.py runs/npmp/walk62/data_planned2.h5 --fit runs/npmp/walk62/p2_planned \\
+        --snippets 07_01-0-loop10
 """
 from __future__ import annotations
 
@@ -69,11 +78,50 @@ def last_round(path: Path, edge: int, only: list[str] | None = None) -> dict:
             "per_episode": episodes}
 
 
+def training_fit(path: Path, primitives: Path, edge: int, only: list[str] | None = None) -> dict:
+    """The primitives' squared error against the stored labels of ``path`` (module docstring), per part of the
+    data: ``collected`` (the expert's own noisy rollouts), ``earlier rounds`` and ``last round`` (DAgger episodes);
+    medians over each part's episodes of ``episode_gaps``."""
+    import torch
+
+    from agents.config import ConfigError
+    from pipelines.npmp.data import NPMPDataset, snippet_mocap
+    from pipelines.npmp.evaluate import primitives_actor, reference_states
+    from priors.io import ModuleFileError
+    from priors.npmp import load_primitives
+
+    try:
+        dataset = NPMPDataset(path, snippets=only)
+        model, _ = load_primitives(primitives)
+        rounds = dataset.meta.get("relabelled") or []
+        parts: dict[str, list[dict]] = {"collected": [], "earlier rounds": [], "last round": []}
+        for snippet in dataset.snippets:
+            collected, total = int(dataset.attrs[snippet]["trajectories"]), dataset.bc_trajectories(snippet)
+            in_last = bool(rounds) and snippet in (rounds[-1].get("snippets") or dataset.snippets)
+            last_start = total - int(rounds[-1]["trajectories"]) if in_last else total
+            reference = reference_states(snippet, ref_path=snippet_mocap(dataset.attrs[snippet]))
+            for index in range(total):
+                t = dataset.trajectory(snippet, "bc", index)
+                actor = primitives_actor(model, snippet, reference=reference)
+                with torch.no_grad():
+                    commands = np.stack([actor(step, state) for step, state in enumerate(t["states"][:-1])])
+                part = ("collected" if index < collected else "last round" if index >= last_start
+                        else "earlier rounds")
+                parts[part].append({"snippet": snippet, **episode_gaps(commands, t["mean_actions"], edge)})
+    except (ConfigError, ModuleFileError, ValueError) as e:
+        fail(f"{path}: {e}")
+    return {name: {"episodes": len(rows), **({f"median_{key}": float(np.nanmedian([r[key] for r in rows]))
+                                              for key in ("steps", "first", "middle", "last")} if rows else {})}
+            for name, rows in parts.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("data", type=Path, nargs="+", help="data files written by relabel")
     p.add_argument("--snippets", nargs="+", help="only these snippets' episodes (default: all the round's)")
     p.add_argument("--edge", type=int, default=20, help="steps at each end of an episode")
+    p.add_argument("--fit", type=Path, metavar="PRIMITIVES",
+                   help="also: these primitives' error on each part of the data's stored labels (module docstring)")
     p.add_argument("--results", type=Path, help="also write the numbers here (JSON)")
     args = p.parse_args(argv)
     if args.edge < 1:
@@ -88,10 +136,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{path}: driver {r['driver']}, labeller {r['labeller']}, noise {r['noise_std']:g} "
               f"(adds {r['noise_std'] ** 2:.4f}); {r['episodes']} episodes of a median {r['median_steps']:.0f} steps: "
               f"{r['median_first']:.3f} / {r['median_middle']:.3f} / {r['median_last']:.3f}")
+    fits = {}
+    if args.fit:
+        print(f"{args.fit}: squared error against the stored labels of its training data (median over episodes; "
+              f"first / middle / last {args.edge} steps)")
+        for path in args.data:
+            fits[str(path)] = fit = training_fit(path, args.fit, args.edge, args.snippets)
+            for part, r in fit.items():
+                if r["episodes"]:
+                    print(f"{path}, {part}: {r['episodes']} episodes of a median {r['median_steps']:.0f} steps: "
+                          f"{r['median_first']:.4f} / {r['median_middle']:.4f} / {r['median_last']:.4f}")
     if args.results:
         write_json(args.results, {"command": "python " + " ".join(["benchmarks/npmp_dagger_gap.py",
                                                                    *(argv if argv is not None else sys.argv[1:])]),
-                                  "edge": args.edge, "rounds": rows})
+                                  "edge": args.edge, "rounds": rows,
+                                  **({"fit": {"primitives": str(args.fit), "data": fits}} if args.fit else {})})
     return 0
 
 

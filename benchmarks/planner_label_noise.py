@@ -210,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [(s, args.primitives, settings, args.mocap, args.noise, args.edge, seed)
             for s in args.snippets for seed in range(args.episodes)]
     run_pool(episode, jobs, args.workers, None, on_result, "label noise")
-    medians = {key: {part: float(np.nanmedian([e[key][part] for e in episodes])) for part in PARTS} for key in KEYS}
+    medians = {key: {part: float(np.nanmedian([e[key][part] for e in episodes])) for part in PARTS}
+               for key in KEYS + ("offset", "heading_error")}
     print(f"median over {len(episodes)} episodes of {statistics.median(e['steps'] for e in episodes):.0f} steps "
           f"(first / middle / last {args.edge} steps, per action dimension): " + "; ".join(
               f"{key.replace('_', ' ')} " + " / ".join(f"{medians[key][part]:.3f}" for part in PARTS) for key in KEYS))

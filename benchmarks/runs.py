@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing as mp
 import os
 import signal
@@ -99,12 +100,23 @@ def plot_curve_panels(panels: dict[str, dict[str, list[dict]]], steps: int, path
     plt.close(fig)
 
 
+def _json_safe(value):
+    """JSON has no NaN or infinity: such a float (e.g. the middle of an episode too short to have one) becomes null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def write_json(path: Path, data: dict) -> None:
     """Written to a temporary file and renamed, so an interrupted write never leaves a truncated results file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
+    tmp.write_text(json.dumps(_json_safe(data), indent=1, allow_nan=False))
     os.replace(tmp, path)
 
 

@@ -240,6 +240,16 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
         with pytest.raises(SystemExit) as exit_:
             gap_main(bad)
         assert exit_.value.code == 2
+    # a round labelled by the planner anchored to its own stored run (the collection's settings), then how well the
+    # primitives fit each part of the data: the collected rollouts, the earlier round, the last
+    anchored = tmp_path / "dagger_anchored.h5"
+    assert npmp_main(["relabel", "--data", str(planned), "--primitives", str(primitives), "--out", str(anchored),
+                      "--trajectories", "1", "--processes", "1", "--labeller", "anchored"]) == 0
+    assert NPMPDataset(anchored).meta["relabelled"][-1]["labeller"] == "anchored"
+    assert gap_main([str(anchored), "--edge", "3", "--fit", str(primitives), "--results", str(tmp_path / "fit.json")]) == 0
+    fit = json.loads((tmp_path / "fit.json").read_text())["fit"]["data"][str(anchored)]
+    assert [fit[part]["episodes"] for part in ("collected", "earlier rounds", "last round")] == [1, 1, 1]
+    assert all(fit[part]["median_first"] > 0 for part in fit)
     # how much of that gap is the planner's own sampling: each state labelled twice from the same warm start; a
     # planner with no sampled candidates (the nominal alone) gives the same label twice, a sampling one does not
     from benchmarks.planner_label_noise import main as noise_main

@@ -67,15 +67,18 @@ def reference_encoder(model, reference: torch.Tensor):
     return latent
 
 
-def primitives_actor(model, snippet: str, seed: int = 0, ref_path=None):
+def primitives_actor(model, snippet: str, seed: int = 0, ref_path=None, reference: np.ndarray | None = None):
     """The primitives as a tracking policy of ``snippet``: ``(t, proprio state [S]) -> command [A]``, the decoder's
     clipped mean with the latent from the encoder, closed loop on the clip's reference (``reference_encoder``;
-    primitives with the look-ahead of the seed have no closed-loop encoder: ValueError)."""
+    primitives with the look-ahead of the seed have no closed-loop encoder: ValueError). One actor per episode (the
+    encoder carries its last latent); ``reference``: the snippet's ``reference_states``, if already computed."""
     if model.config.lookahead_source != "reference":
         raise ValueError("only primitives whose look-ahead reads the reference (distill --lookahead reference) "
                          "can track a clip closed loop")
     device = next(model.parameters()).device
-    latent = reference_encoder(model, torch.as_tensor(reference_states(snippet, seed, ref_path), device=device))
+    if reference is None:
+        reference = reference_states(snippet, seed, ref_path)
+    latent = reference_encoder(model, torch.as_tensor(reference, device=device))
 
     @torch.no_grad()
     def act(t: int, state: np.ndarray) -> np.ndarray:
