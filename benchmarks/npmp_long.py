@@ -10,6 +10,10 @@ ended (a fall or drift past the tracking threshold), out of the snippet's, and r
 earns 1.45).
 With ``--frames DIR`` each measured episode is also drawn: one PNG per primitives and snippet, a strip of the
 walker's back camera every second until the end (what to look at before believing the numbers).
+With ``--phase`` each episode also records whether the walker keeps the reference's tempo: at every step, the
+reference frame within 0.45 s (under half a stride, so the nearest pose is not a stride away) whose joint angles are
+nearest the walker's, and ``phase_lag`` (that frame minus the step: negative when the walker is behind) at each
+quarter of the episode, and its median before the last 20 steps (the fall).
 
     python benchmarks/npmp_long.py --mocap runs/npmp/loops/mocap.h5 --primitives data/primitives/npmp \\
         --snippets 07_01-0-loop10 07_02-0-loop10 --results benchmarks/results/npmp_long.json
@@ -47,6 +51,28 @@ def summarise(rows: dict[str, dict]) -> dict:
                 r["feed_forward_reward_per_step"] for r in records)}
 
 
+class PhaseLag:
+    """An ``observe`` hook for ``imitate_reference``: at every step the lag (frames) of the reference frame nearest
+    the walker's joint angles within ``window`` frames either side (module docstring)."""
+
+    def __init__(self, window: int = 15):
+        self.window, self.lags = window, []
+
+    def __call__(self, env, steps: int) -> None:
+        import numpy as np
+
+        angles = np.asarray(env.physics.bind(env.walker.mocap_joints).qpos)
+        reference, t = env.clip_reference()["joints"], env.time_step
+        low, high = max(0, t - self.window), min(len(reference) - 1, t + self.window)
+        distance = ((reference[low:high + 1] - angles) ** 2).mean(axis=1)
+        self.lags.append(low + int(distance.argmin()) - t)
+
+    def summary(self) -> dict:
+        lags, n = self.lags, len(self.lags)
+        return {"at_quarters": [lags[min(n - 1, n * q // 4)] for q in range(1, 4)] + [lags[-1]],
+                "median_before_last_20_steps": float(statistics.median(lags[:max(1, n - 20)]))}
+
+
 def repo_relative(path: Path) -> str:
     """``path`` relative to the repository when it lies inside it (results keyed the same however it was named)."""
     resolved = path.resolve()
@@ -61,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
                                                   "not curved)")
     p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_long.json")
     p.add_argument("--frames", type=Path, help="a folder for one PNG strip per episode (a frame every second)")
+    p.add_argument("--phase", action="store_true",
+                   help="also record the walker's phase lag behind the reference (module docstring)")
     args = p.parse_args(argv)
 
     import torch
@@ -96,14 +124,31 @@ def main(argv: list[str] | None = None) -> int:
         name = repo_relative(path)
         entry = results["primitives"].setdefault(name, {"snippets": {}})
         for snippet in snippets:
-            if snippet in entry["snippets"] and not args.frames:
+            measured = entry["snippets"].get(snippet)
+            if measured is not None and not args.frames and not (args.phase and "phase_lag" not in measured):
                 continue
             strip = Strip() if args.frames else None
-            row = imitate_reference(model, snippet, ref_path=str(args.mocap), observe=strip)
+            phase = PhaseLag() if args.phase else None
+            hooks = [h for h in (strip, phase) if h is not None]
+
+            def observe(env, steps):
+                for hook in hooks:
+                    hook(env, steps)
+
+            row = imitate_reference(model, snippet, ref_path=str(args.mocap), observe=observe if hooks else None)
             if strip is not None:
                 strip.write(args.frames / f"{name.replace('/', '_')}__{snippet}.png")
-            if snippet in entry["snippets"]:   # measured before: only drawn now
+            if phase is not None:
+                print(f"{path}: {snippet}: phase lag (frames) at each quarter {phase.summary()['at_quarters']}, "
+                      f"median before the last 20 steps {phase.summary()['median_before_last_20_steps']:g}",
+                      flush=True)
+            if measured is not None:   # measured before (the episode is deterministic): drawn, or its phase added
+                if phase is not None:
+                    measured["phase_lag"] = phase.summary()
+                    write_json(args.results, results)
                 continue
+            if phase is not None:
+                row["phase_lag"] = phase.summary()
             entry["snippets"][snippet] = row
             entry["summary"] = summarise(entry["snippets"])
             write_json(args.results, results)   # after every snippet: a stopped run keeps what it measured

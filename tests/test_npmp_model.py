@@ -315,6 +315,12 @@ def test_long_walk_benchmark_runs_the_primitives_on_a_looped_walk_and_resumes(tm
     out.write_text(json.dumps(result))
     assert npmp_long.main(["--mocap", str(mocap), "--results", str(out)]) == 0
     assert next(iter(json.loads(out.read_text())["primitives"].values()))["snippets"]["07_01-0-loop4"]["steps"] == -1
+    # --phase adds the walker's phase lag to a measured episode (run again: it is deterministic) and keeps the rest
+    assert npmp_long.main(["--mocap", str(mocap), "--results", str(out), "--phase"]) == 0
+    kept = next(iter(json.loads(out.read_text())["primitives"].values()))["snippets"]["07_01-0-loop4"]
+    lag = kept["phase_lag"]
+    assert kept["steps"] == -1 and len(lag["at_quarters"]) == 4
+    assert all(abs(x) <= 15 for x in lag["at_quarters"]) and abs(lag["median_before_last_20_steps"]) <= 3
     capsys.readouterr()
     with pytest.raises(SystemExit):
         npmp_long.main(["--mocap", str(mocap), "--snippets", "07_01-0-loop10", "--results", str(out)])
