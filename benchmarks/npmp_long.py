@@ -14,6 +14,11 @@ With ``--phase`` each episode also records whether the walker keeps the referenc
 reference frame within 0.45 s (under half a stride, so the nearest pose is not a stride away) whose joint angles are
 nearest the walker's, and ``phase_lag`` (that frame minus the step: negative when the walker is behind) at each
 quarter of the episode, and its median before the last 20 steps (the fall).
+The tracking task ends an episode when its tracking error passes 0.3, and that error compares the bodies' world
+positions: a walker that drifts from the reference's path ends there upright. With ``--upright`` each episode is
+also run with that ending switched off (``termination_threshold`` 1e9) to the clip's end, and ``upright`` records
+the steps before the head first drops below the humanoid task's fall line (0.95 m; all of them if it never does)
+and the walker's distance from the reference's root then.
 
     python benchmarks/npmp_long.py --mocap runs/npmp/loops/mocap.h5 --primitives data/primitives/npmp \\
         --snippets 07_01-0-loop10 07_02-0-loop10 --results benchmarks/results/npmp_long.json
@@ -48,7 +53,9 @@ def summarise(rows: dict[str, dict]) -> dict:
             "median_reward_per_step": statistics.median(r["reward_per_step"] for r in records),
             "median_feed_forward_steps": statistics.median(r["feed_forward_steps"] for r in records),
             "median_feed_forward_reward_per_step": statistics.median(
-                r["feed_forward_reward_per_step"] for r in records)}
+                r["feed_forward_reward_per_step"] for r in records),
+            **({"median_upright_steps": statistics.median(r["upright"]["steps"] for r in records)}
+               if all("upright" in r for r in records) else {})}
 
 
 class PhaseLag:
@@ -73,6 +80,31 @@ class PhaseLag:
                 "median_before_last_20_steps": float(statistics.median(lags[:max(1, n - 20)]))}
 
 
+class Upright:
+    """An ``observe`` hook: the step at which the walker's head first drops below ``HEAD_HEIGHT_LIMIT`` (None while
+    it has not) and its distance from the reference's root in the ground plane at every step."""
+
+    def __init__(self):
+        self.fell_at, self.offsets, self.steps = None, [], 0
+
+    def __call__(self, env, steps: int) -> None:
+        import numpy as np
+
+        from envs.locomotion import HEAD_HEIGHT_LIMIT
+
+        physics, t = env.physics, env.time_step
+        head = float(physics.bind(env.walker.head).xpos[2])
+        root = np.asarray(physics.bind(env.walker.root_body).xpos)
+        self.offsets.append(float(np.linalg.norm(root[:2] - env.clip_reference()["position"][t][:2])))
+        self.steps = steps
+        if self.fell_at is None and head < HEAD_HEIGHT_LIMIT:
+            self.fell_at = steps
+
+    def summary(self) -> dict:
+        upright = self.steps if self.fell_at is None else self.fell_at
+        return {"steps": upright, "fell": self.fell_at is not None, "offset_m": round(self.offsets[upright], 3)}
+
+
 def repo_relative(path: Path) -> str:
     """``path`` relative to the repository when it lies inside it (results keyed the same however it was named)."""
     resolved = path.resolve()
@@ -89,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--frames", type=Path, help="a folder for one PNG strip per episode (a frame every second)")
     p.add_argument("--phase", action="store_true",
                    help="also record the walker's phase lag behind the reference (module docstring)")
+    p.add_argument("--upright", action="store_true",
+                   help="also run each episode with the tracking ending off: steps before the head drops below the "
+                        "fall line (module docstring)")
     args = p.parse_args(argv)
 
     import torch
@@ -125,6 +160,18 @@ def main(argv: list[str] | None = None) -> int:
         entry = results["primitives"].setdefault(name, {"snippets": {}})
         for snippet in snippets:
             measured = entry["snippets"].get(snippet)
+            if args.upright and "upright" not in (measured or {}):
+                upright = Upright()
+                imitate_reference(model, snippet, ref_path=str(args.mocap), observe=upright,
+                                  env_options={"termination_threshold": 1e9})
+                summary = upright.summary()
+                print(f"{path}: {snippet}: with no tracking ending, upright for {summary['steps']} steps "
+                      f"({'then fell' if summary['fell'] else 'to the end'}), {summary['offset_m']:.2f} m from the "
+                      "reference's root", flush=True)
+                if measured is not None:
+                    measured["upright"] = summary
+                    entry["summary"] = summarise(entry["snippets"])
+                    write_json(args.results, results)
             if measured is not None and not args.frames and not (args.phase and "phase_lag" not in measured):
                 continue
             strip = Strip() if args.frames else None
@@ -149,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             if phase is not None:
                 row["phase_lag"] = phase.summary()
+            if args.upright:
+                row["upright"] = summary
             entry["snippets"][snippet] = row
             entry["summary"] = summarise(entry["snippets"])
             write_json(args.results, results)   # after every snippet: a stopped run keeps what it measured

@@ -321,6 +321,16 @@ def test_long_walk_benchmark_runs_the_primitives_on_a_looped_walk_and_resumes(tm
     lag = kept["phase_lag"]
     assert kept["steps"] == -1 and len(lag["at_quarters"]) == 4
     assert all(abs(x) <= 15 for x in lag["at_quarters"]) and abs(lag["median_before_last_20_steps"]) <= 3
+    # --upright runs the episode again with the tracking ending off: the steps before the head drops below the
+    # fall line, at most the clip's
+    assert npmp_long.main(["--mocap", str(mocap), "--results", str(out), "--upright"]) == 0
+    upright = next(iter(json.loads(out.read_text())["primitives"].values()))["snippets"]["07_01-0-loop4"]["upright"]
+    assert 0 < upright["steps"] <= 128 and upright["offset_m"] >= 0 and isinstance(upright["fell"], bool)
+    from envs import EnvError
+    from envs.mocap import tracking
+
+    with pytest.raises(EnvError, match="termination_threshold"):
+        tracking.make("humanoid-track:07_01-0", termination_threshold=0.0)
     capsys.readouterr()
     with pytest.raises(SystemExit):
         npmp_long.main(["--mocap", str(mocap), "--snippets", "07_01-0-loop10", "--results", str(out)])

@@ -85,10 +85,15 @@ REFERENCES = ("full", "time")
 
 def make(name: str, seed: int | None = None, action_repeat: int = 1, clip: str | list[str] | None = None,
          ref_path: str | Path = DEFAULT_OUTPUT, render_size: tuple[int, int] = (240, 320), reference: str = "full",
-         clip_start: bool = False, residual_scale: float | None = None, **unknown) -> DMEnv:
+         clip_start: bool = False, residual_scale: float | None = None,
+         termination_threshold: float = TERMINATION_ERROR_THRESHOLD, **unknown) -> DMEnv:
+    """``termination_threshold``: the tracking error that ends an episode (dm_control's CoMic setting, 0.3; its
+    body term compares world positions, so a walker that drifts from the reference's path ends there upright)."""
     if unknown:
-        raise EnvError(f"{name}: unknown option(s) {', '.join(sorted(unknown))} "
-                       "(mocap tracking takes clip, ref_path, reference, clip_start, residual_scale and render_size)")
+        raise EnvError(f"{name}: unknown option(s) {', '.join(sorted(unknown))} (mocap tracking takes clip, ref_path, "
+                       "reference, clip_start, residual_scale, termination_threshold and render_size)")
+    if not termination_threshold > 0:
+        raise EnvError(f"{name}: termination_threshold must be > 0, got {termination_threshold}")
     if reference not in REFERENCES:
         raise EnvError(f"{name}: reference must be one of {', '.join(REFERENCES)}, not {reference!r}")
     family, _, named_clip = name.partition(":")
@@ -111,11 +116,13 @@ def make(name: str, seed: int | None = None, action_repeat: int = 1, clip: str |
         raise EnvError(f"unknown snippet(s) {', '.join(unknown_clips) or '(none given)'} in {ref_path}; "
                        f"snippets are {', '.join(available[:6])}, ... ({len(available)} in all)")
     return TrackingEnv(clips, ref_path=ref_path, seed=seed, action_repeat=action_repeat, render_size=render_size,
-                       reference=reference, clip_start=clip_start, residual_scale=residual_scale)
+                       reference=reference, clip_start=clip_start, residual_scale=residual_scale,
+                       termination_threshold=termination_threshold)
 
 
 def build_task(clips: list[str], ref_path: str | Path = DEFAULT_OUTPUT, playback: bool = False,
-               reference: str = "full", clip_start: bool = False):
+               reference: str = "full", clip_start: bool = False,
+               termination_threshold: float = TERMINATION_ERROR_THRESHOLD):
     """dm_control's tracking task on ``clips``; ``playback`` sets the walker to the reference after every step;
     ``reference="time"`` drops the reference features, keeping the time in the clip; ``clip_start`` starts every
     episode at the snippet's first frame (rollouts and evaluations of whole snippets) instead of a random one."""
@@ -125,7 +132,7 @@ def build_task(clips: list[str], ref_path: str | Path = DEFAULT_OUTPUT, playback
     task = task_class(
         walker=cmu_humanoid.CMUHumanoidPositionControlledV2020, arena=floors.Floor(), ref_path=str(ref_path),
         dataset=types.ClipCollection(ids=tuple(clips), end_steps=end_steps), ref_steps=REF_STEPS,
-        min_steps=MIN_STEPS, reward_type="comic", termination_error_threshold=TERMINATION_ERROR_THRESHOLD,
+        min_steps=MIN_STEPS, reward_type="comic", termination_error_threshold=termination_threshold,
         physics_timestep=PHYSICS_TIMESTEP, always_init_at_clip_start=clip_start)
     for key, obs in task.observables.items():
         if key in _BOOKKEEPING or (reference == "time" and "reference" in key):
@@ -224,13 +231,14 @@ class TrackingEnv(DMEnv):
 
     def __init__(self, clips: list[str], ref_path: str | Path = DEFAULT_OUTPUT, seed: int | None = None,
                  action_repeat: int = 1, render_size: tuple[int, int] = (240, 320), playback: bool = False,
-                 reference: str = "full", clip_start: bool = False, residual_scale: float | None = None):
+                 reference: str = "full", clip_start: bool = False, residual_scale: float | None = None,
+                 termination_threshold: float = TERMINATION_ERROR_THRESHOLD):
         self.clips = list(clips)
         self.residual_scale = residual_scale
 
         def load(env_seed: int):
             task = build_task(self.clips, ref_path, playback=playback, reference=reference,
-                              clip_start=clip_start)
+                              clip_start=clip_start, termination_threshold=termination_threshold)
             return composer.Environment(task, random_state=env_seed, strip_singleton_obs_buffer_dim=True)
 
         super().__init__(load, seed=seed, action_repeat=action_repeat, render_size=render_size,

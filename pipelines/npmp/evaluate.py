@@ -23,11 +23,13 @@ from envs.mocap import tracking
 
 
 @torch.no_grad()
-def run_latents(model, snippet: str, latents, seed: int = 0, ref_path=None, observe=None) -> tuple[float, int]:
+def run_latents(model, snippet: str, latents, seed: int = 0, ref_path=None, observe=None,
+                env_options: dict | None = None) -> tuple[float, int]:
     """(return, steps) of the decoder from the snippet's first frame, driven by ``latents``: a tensor [T, L]
     (open loop), or a function ``(t, state [S]) -> z [L]`` (closed loop; the episode runs to its end).
-    ``observe(env, steps)``, if given, is called at the start and after every step (e.g. to render frames)."""
-    kwargs = {"ref_path": ref_path} if ref_path is not None else {}
+    ``observe(env, steps)``, if given, is called at the start and after every step (e.g. to render frames);
+    ``env_options``: more options of the tracking env (e.g. ``termination_threshold``)."""
+    kwargs = {**({"ref_path": ref_path} if ref_path is not None else {}), **(env_options or {})}
     env = tracking.make(f"{tracking.TIMED_FAMILY}:{snippet}", seed=seed, clip_start=True, **kwargs)
     device = next(model.parameters()).device
     try:
@@ -186,12 +188,15 @@ def feed_forward_run(snippet: str, seed: int = 0, ref_path=None) -> tuple[float,
 
 
 @torch.no_grad()
-def imitate_reference(model, snippet: str, seed: int = 0, ref_path=None, observe=None) -> dict:
+def imitate_reference(model, snippet: str, seed: int = 0, ref_path=None, observe=None,
+                      env_options: dict | None = None) -> dict:
     """Closed-loop imitation of a clip in absolute terms: the encoder reads the clip's own states (its means;
     with a reference look-ahead, the current state and the next K reference states at every step), the decoder
     acts from the clip's first frame. ``steps`` before the episode ended (a fall or drift past the
     tracking threshold), ``full_steps`` of a never-terminated episode, ``reward_per_step`` (a perfect tracker earns
-    ``MAX_COMIC_REWARD`` = 1.45), and the same for the feed-forward controller the experts start from."""
+    ``MAX_COMIC_REWARD`` = 1.45), and the same for the feed-forward controller the experts start from.
+    ``env_options``: options of the primitives' tracking env (``run_latents``; the feed-forward run keeps the
+    defaults)."""
     states = reference_states(snippet, seed, ref_path)
     device = next(model.parameters()).device
     reference = torch.as_tensor(states, device=device)
@@ -199,7 +204,7 @@ def imitate_reference(model, snippet: str, seed: int = 0, ref_path=None, observe
         latents = reference_encoder(model, reference)
     else:   # the thesis's one-shot imitation: latents encoded from the clip's states alone, then played open loop
         latents = model.encode(reference[None], sample=False)[0][0]
-    total, steps = run_latents(model, snippet, latents, seed, ref_path, observe)   # observe: the primitives' run
+    total, steps = run_latents(model, snippet, latents, seed, ref_path, observe, env_options)   # the primitives' run
     ff_total, ff_steps = feed_forward_run(snippet, seed, ref_path)
     full = len(states) - 1
     return {"snippet": snippet, "full_steps": full, "steps": steps, "tracked_fraction": steps / full,
