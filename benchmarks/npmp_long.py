@@ -85,19 +85,14 @@ class Upright:
     it has not) and its distance from the reference's root in the ground plane at every step."""
 
     def __init__(self):
-        self.fell_at, self.offsets, self.steps = None, [], 0
-
-    def __call__(self, env, steps: int) -> None:
-        import numpy as np
-
         from envs.locomotion import HEAD_HEIGHT_LIMIT
 
-        physics, t = env.physics, env.time_step
-        head = float(physics.bind(env.walker.head).xpos[2])
-        root = np.asarray(physics.bind(env.walker.root_body).xpos)
-        self.offsets.append(float(np.linalg.norm(root[:2] - env.clip_reference()["position"][t][:2])))
+        self.limit, self.fell_at, self.offsets, self.steps = HEAD_HEIGHT_LIMIT, None, [], 0
+
+    def __call__(self, env, steps: int) -> None:
+        self.offsets.append(env.reference_offset()[0])
         self.steps = steps
-        if self.fell_at is None and head < HEAD_HEIGHT_LIMIT:
+        if self.fell_at is None and float(env.physics.bind(env.walker.head).xpos[2]) < self.limit:
             self.fell_at = steps
 
     def summary(self) -> dict:
@@ -186,16 +181,16 @@ def main(argv: list[str] | None = None) -> int:
             if strip is not None:
                 strip.write(args.frames / f"{name.replace('/', '_')}__{snippet}.png")
             if phase is not None:
-                print(f"{path}: {snippet}: phase lag (frames) at each quarter {phase.summary()['at_quarters']}, "
-                      f"median before the last 20 steps {phase.summary()['median_before_last_20_steps']:g}",
-                      flush=True)
+                lag = phase.summary()
+                print(f"{path}: {snippet}: phase lag (frames) at each quarter {lag['at_quarters']}, "
+                      f"median before the last 20 steps {lag['median_before_last_20_steps']:g}", flush=True)
             if measured is not None:   # measured before (the episode is deterministic): drawn, or its phase added
                 if phase is not None:
-                    measured["phase_lag"] = phase.summary()
+                    measured["phase_lag"] = lag
                     write_json(args.results, results)
                 continue
             if phase is not None:
-                row["phase_lag"] = phase.summary()
+                row["phase_lag"] = lag
             if args.upright:
                 row["upright"] = summary
             entry["snippets"][snippet] = row

@@ -48,12 +48,6 @@ PARTS = ("first", "middle", "last")
 KEYS = ("label_variance", "forgotten_plan", "aligned", "gap")
 
 
-def heading(quaternion: np.ndarray) -> float:
-    """The yaw (rad) of a body whose orientation is ``quaternion`` (w, x, y, z): the direction of its x axis."""
-    w, x, y, z = quaternion
-    return float(np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))
-
-
 class AlignedWalker:
     """Within the block, the walker's free joint is moved onto the reference's root position in the ground plane and
     turned to its heading (velocities turned with it); height, pose and everything proprioception reads stay."""
@@ -63,15 +57,13 @@ class AlignedWalker:
 
     def offset(self) -> tuple[float, float]:
         """The walker's distance from the reference's root in the ground plane (m) and its heading error (rad)."""
-        qpos, reference, t = self.env.physics.data.qpos, self.env.clip_reference(), self.env.time_step
-        turn = heading(reference["quaternion"][t]) - heading(qpos[3:7])
-        return (float(np.linalg.norm(reference["position"][t][:2] - qpos[:2])),
-                float(abs(np.arctan2(np.sin(turn), np.cos(turn)))))
+        distance, turn = self.env.reference_offset()
+        return distance, abs(turn)
 
     def __enter__(self):
         data, reference, t = self.env.physics.data, self.env.clip_reference(), self.env.time_step
         self.saved = data.qpos[:7].copy(), data.qvel[:3].copy()
-        turn = heading(reference["quaternion"][t]) - heading(data.qpos[3:7])
+        turn = self.env.reference_offset()[1]
         c, s = np.cos(turn), np.sin(turn)
         data.qpos[:2] = reference["position"][t][:2]
         quaternion = np.empty(4)
@@ -139,14 +131,13 @@ def episode(args: tuple) -> tuple[str, dict]:
     labels, repeats, forgotten, aligned = (np.asarray(a, np.float64) for a in (
         result["mean_actions"], labeller.repeats, labeller.forgotten, labeller.aligned))
     offsets = np.asarray(labeller.offsets, np.float64)   # [T, 2]: distance, heading error
-
-    def rms(values: np.ndarray) -> dict:
-        return {part: float(np.sqrt(value)) for part, value in parts(episode_gaps(values, 0 * values, edge)).items()}
-
     twice = episode_gaps(labels, repeats, edge)
 
     def parts(gaps: dict) -> dict:
         return {part: gaps[part] for part in PARTS}
+
+    def rms(values: np.ndarray) -> dict:
+        return {part: float(np.sqrt(value)) for part, value in parts(episode_gaps(values, 0 * values, edge)).items()}
 
     return snippet, {"snippet": snippet, "steps": len(labels), "fell": result["terminated"],
                      "label_variance": {part: twice[part] / 2 for part in PARTS},

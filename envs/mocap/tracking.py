@@ -140,6 +140,12 @@ def build_task(clips: list[str], ref_path: str | Path = DEFAULT_OUTPUT, playback
     return task
 
 
+def heading(quaternion: np.ndarray) -> float:
+    """The yaw (rad) of a body whose orientation is ``quaternion`` (w, x, y, z): the direction of its x axis."""
+    w, x, y, z = quaternion
+    return float(np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))
+
+
 def servo_command(angles, low, high):
     """The position-servo command that targets joint ``angles`` (the actuators map [-1, 1] linearly onto each
     joint's range [low, high])."""
@@ -293,6 +299,14 @@ class TrackingEnv(DMEnv):
         """The current snippet's reference features per frame (joints [T, 56], body_positions [T, 31, 3], ...), in
         the world frame the simulator uses."""
         return self._env.task._clip_reference_features
+
+    def reference_offset(self) -> tuple[float, float]:
+        """Where the walker stands against the reference's root now: (distance in the ground plane in m, the turn in
+        rad, wrapped to [-pi, pi], that would bring the walker's heading onto the reference's)."""
+        qpos, reference, t = self.physics.data.qpos, self.clip_reference(), self.time_step
+        turn = heading(reference["quaternion"][t]) - heading(qpos[3:7])
+        return (float(np.linalg.norm(reference["position"][t][:2] - qpos[:2])),
+                float(np.arctan2(np.sin(turn), np.cos(turn))))
 
     def compose(self, action: np.ndarray) -> np.ndarray:
         """The walker's command for an agent action (the action itself without ``residual_scale``)."""
