@@ -28,8 +28,6 @@ Results are kept per primitives directory and snippet: a rerun measures only wha
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -37,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.runs import Strip, fail, write_json  # noqa: E402
+from benchmarks.runs import Strip, fail, resumed_results, write_json  # noqa: E402
 
 CONTROL_STEP_SECONDS = 0.03
 
@@ -138,14 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in snippets if s not in every]
     if unknown or not snippets:
         fail(f"no such snippet(s) in {args.mocap}: {', '.join(unknown) or 'none looped'}")
-    try:
-        kept = json.loads(args.results.read_text()) if args.results.is_file() else {}
-    except json.JSONDecodeError as e:
-        fail(f"{args.results} is not a results file ({e}); move it away to start afresh")
-    results = {**kept, "command": "python " + " ".join([f"benchmarks/{Path(__file__).name}",
-                                                         *(argv if argv is not None else sys.argv[1:])]),
-               "date": datetime.date.today().isoformat(), "mocap": str(args.mocap),
-               "primitives": kept.get("primitives", {})}
+    results = resumed_results(args.results, Path(__file__).name, argv, mocap=str(args.mocap))
+    results.setdefault("primitives", {})
     for path in args.primitives:
         try:
             model, _ = load_primitives(path)

@@ -212,3 +212,18 @@ def fail(message: str) -> None:
 
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(2)
+
+
+def resumed_results(path: Path, script: str, argv: list[str] | None, **fields) -> dict:
+    """A resumable benchmark's results: what ``path`` already holds (``fail`` if it is not JSON), with this
+    invocation's command line (``script`` is the benchmark's file name), today's date and ``fields`` on top."""
+    import datetime
+    import json
+    import sys
+
+    try:
+        kept = json.loads(path.read_text()) if path.is_file() else {}
+    except json.JSONDecodeError as e:
+        fail(f"{path} is not a results file ({e}); move it away to start afresh")
+    command = " ".join(["python", f"benchmarks/{script}", *(argv if argv is not None else sys.argv[1:])])
+    return {**kept, "command": command, "date": datetime.date.today().isoformat(), **fields}

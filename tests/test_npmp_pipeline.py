@@ -269,6 +269,26 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
         with pytest.raises(SystemExit) as exit_:
             noise_main(bad)
         assert exit_.value.code == 2
+    # the teacher (the LQR law stored in the data) and the student under action noise, tracking ending off
+    from benchmarks.npmp_noise import main as robust_main
+
+    robust = tmp_path / "robust.json"
+    common_robust = ["--mocap", str(mocap), "--snippets", looped, "--noise", "0", "0.1", "--seeds", "2",
+                     "--results", str(robust)]
+    assert robust_main([*common_robust, "--law", str(data), "--primitives", str(primitives)]) == 0
+    measured = json.loads(robust.read_text())["controllers"]
+    assert sorted(measured) == sorted([f"law:{data}", f"primitives:{primitives}"])
+    for rows in measured.values():
+        steps = rows[looped]
+        assert len(steps["0"]["upright_steps"]) == 1 and len(steps["0.1"]["upright_steps"]) == 2
+        assert all(0 < s <= steps["0"]["of"] for row in steps.values() for s in row["upright_steps"])
+    capsys.readouterr()
+    assert robust_main([*common_robust, "--law", str(data)]) == 0 and capsys.readouterr().out == ""   # kept
+    for bad in (common_robust, [*common_robust, "--law", str(tmp_path / "none.h5")],
+                [*common_robust[:3], TRAIN, *common_robust[4:], "--law", str(data)]):   # not in the data
+        with pytest.raises(SystemExit) as exit_:
+            robust_main(bad)
+        assert exit_.value.code == 2
     capsys.readouterr()
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(tmp_path / "y.h5"),
                       "--trajectories", "1", "--processes", "1", *planner]) == 2
