@@ -1,5 +1,5 @@
 """Teacher and student under action noise: how long do the LQR law and the primitives distilled from it walk?
-(issue 13; docs/npmp.md, "Walks longer than a clip").
+(issue 13; docs/npmp.md, "Teacher and student under action noise").
 
 The shipped primitives are distilled from a time-varying LQR law around the planner's run of each snippet
 (agents/lqr.py, ``collect --expert-policy lqr``). A student is no more robust than its teacher, so this measures
@@ -12,7 +12,7 @@ and seed. Noise-free runs are deterministic, so sigma = 0 is run once.
   ``--expert-policy lqr`` (its ``plan`` arrays and the collection's LQR settings; nothing is planned again);
 - ``--primitives DIR ...``: primitives, the encoder reading the looped reference (``evaluate.primitives_actor``).
 
-    python benchmarks/npmp_noise.py --mocap runs/npmp/loops/mocap.h5 --law runs/npmp/loops2/data.h5 \\
+    python benchmarks/npmp_noise.py --mocap runs/npmp/loops/mocap.h5 --law runs/npmp/law2/two200.h5 \\
         --primitives data/primitives/npmp --snippets 08_02-0-loop10 07_01-0-loop10 --noise 0 0.03 0.1 --seeds 5
 
 Results are kept per controller, snippet and noise level: a rerun measures only what the file lacks.
@@ -29,6 +29,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.npmp_long import Upright  # noqa: E402
 from benchmarks.runs import fail, resumed_results, write_json  # noqa: E402
 
 NO_TRACKING_END = {"termination_threshold": 1e9}
@@ -36,39 +37,35 @@ NO_TRACKING_END = {"termination_threshold": 1e9}
 
 def upright_steps(env, act, noise: float, seed: int) -> int:
     """Steps of one episode of ``env`` (a tracking env, reset here to the clip's first frame) driven by
-    ``act(t, proprio) -> command`` with action noise ``noise``, before the head drops below the fall line."""
-    from envs.locomotion import HEAD_HEIGHT_LIMIT
-
+    ``act(t, proprio) -> command`` with action noise ``noise``, before the head drops below the fall line
+    (npmp_long's ``Upright``)."""
     rng = np.random.default_rng(seed)
     obs, _ = env.reset(seed=0)
-    steps = 0
-    while True:
+    upright, steps = Upright(), 0
+    upright(env, steps)
+    while upright.fell_at is None:
         command = act(steps, obs["proprio"])
         if noise:
             command = np.clip(command + noise * rng.standard_normal(command.shape), -1.0, 1.0)
         obs, _, terminated, truncated, _ = env.step(np.asarray(command, np.float32))
         steps += 1
-        if float(env.physics.bind(env.walker.head).xpos[2]) < HEAD_HEIGHT_LIMIT or terminated or truncated:
-            return steps
+        upright(env, steps)
+        if terminated or truncated:
+            break
+    return upright.summary()["steps"]
 
 
 def law_controller(data: Path, snippet: str, mocap: Path):
     """(env, act factory) of the LQR law stored for ``snippet`` in ``data``."""
-    from pipelines.npmp.data import FeedbackExpert, read_results
     from agents.lqr import LQRConfig
+    from pipelines.npmp.data import FeedbackExpert, read_results
 
     results, meta = read_results(data)
     found = [r for r in results if r["snippet"] == snippet]
     if not found or "plan" not in found[0]:
         raise ValueError(f"{data} holds no LQR law for {snippet} (collect it with --expert-policy lqr)")
-    lqr = meta.get("lqr") or {}
-
-    class Untracked(FeedbackExpert):   # the same law, in an env whose episodes drift without ending
-        def _env(self, seed):
-            import envs
-            return envs.make(self.env_name, seed=seed, clip_start=True, ref_path=str(mocap), **NO_TRACKING_END)
-
-    expert = Untracked(snippet, lqr_config=LQRConfig(**lqr), plan=found[0]["plan"], mocap=str(mocap))
+    expert = FeedbackExpert(snippet, lqr_config=LQRConfig(**(meta.get("lqr") or {})), plan=found[0]["plan"],
+                            mocap=str(mocap), env_options=NO_TRACKING_END)
     env = expert.make_env(0)
     return env, lambda: (lambda t, state: expert.mean_command(None))
 
@@ -129,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                 for noise in todo:
                     steps = [upright_steps(env, make_actor(), noise, seed) for seed in range(args.seeds if noise else 1)]
                     rows[f"{noise:g}"] = {"upright_steps": steps, "median": statistics.median(steps),
-                                          "of": env.last_step if hasattr(env, "last_step") else None}
+                                          "of": env.last_step}
                     write_json(args.results, results)   # after every noise level: a stopped run keeps what it has
                     print(f"{name}: {snippet}: noise {noise:g}: upright {steps} (median {statistics.median(steps):g})",
                           flush=True)

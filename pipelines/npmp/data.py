@@ -210,11 +210,13 @@ class PlannerExpert:
 
     residual_scale = None
 
-    def __init__(self, snippet: str, config=None, mocap: str | None = None):
-        """``mocap``: the mocap file holding ``snippet`` (None: the shipped one), e.g. one with looped walks."""
+    def __init__(self, snippet: str, config=None, mocap: str | None = None, env_options: dict | None = None):
+        """``mocap``: the mocap file holding ``snippet`` (None: the shipped one), e.g. one with looped walks;
+        ``env_options``: more options of the snippet's tracking env (e.g. ``termination_threshold``)."""
         from agents.mpc import MPCConfig
 
         self.snippet, self.config, self.mocap = snippet, config or MPCConfig(threads=1), mocap
+        self.env_options = dict(env_options or {})
         self.config.validate()
         self.env_name, self.run_dir, self.steps = f"{tracking.TIMED_FAMILY}:{snippet}", f"mpc:{snippet}", 0
         env = self._env(seed=0)   # EnvError for an unknown snippet
@@ -227,7 +229,7 @@ class PlannerExpert:
 
     def _env(self, seed: int | None):
         kwargs = {"ref_path": self.mocap} if self.mocap else {}
-        return envs.make(self.env_name, seed=seed, clip_start=True, **kwargs)
+        return envs.make(self.env_name, seed=seed, clip_start=True, **kwargs, **self.env_options)
 
     def make_env(self, seed: int | None = None):
         """The snippet's tracking env (episodes start at its first frame), with a planner bound to it."""
@@ -295,12 +297,13 @@ class FeedbackExpert(PlannerExpert):
     the clip time only, cheap to query, so noisy rollouts and relabelling cost physics steps rather than plans;
     the planner runs once per snippet (``make_env``)."""
 
-    def __init__(self, snippet: str, config=None, lqr_config=None, plan: dict | None = None, mocap: str | None = None):
+    def __init__(self, snippet: str, config=None, lqr_config=None, plan: dict | None = None, mocap: str | None = None,
+                 env_options: dict | None = None):
         """``plan``: the planner's run saved with collected data (``plan`` arrays of ``collect_from``), used instead
         of planning again."""
         from agents.lqr import LQRConfig
 
-        super().__init__(snippet, config, mocap)
+        super().__init__(snippet, config, mocap, env_options)
         self.lqr_config = lqr_config or LQRConfig()
         self.lqr_config.validate()
         self.tracker, self.env, self.plan = None, None, plan
