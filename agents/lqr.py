@@ -16,6 +16,10 @@ sum_t dx_t' Q dx_t + du_t' R du_t, and the policy is
 
     u_t = clip(u*_t + K_t (x_t - x*_t), -1, 1)        (the LQR law; K_t are iLQR's feedback gains at the nominal)
 
+With ``follow_walker`` the nominal state x*_t is first moved onto the walker's ground position and heading
+(``follow_walker``), so the law no longer steers back to the nominal's path: a departure for labelling students
+that read egocentric proprioception (docs/npmp.md, "Labels the student can see").
+
 Q (diagonal, ``LQRConfig``) weighs the root's height and orientation, the joint angles and all velocities; the
 root's horizontal position gets a tenth of the height's weight (the primitives read egocentric proprioception and
 cannot see it). The weights were chosen on 07_01-0 (docs/npmp.md): with them the law finished the walk under
@@ -42,9 +46,11 @@ class LQRConfig:
     velocity_weight: float = 0.1            # per (m/s)^2 or (rad/s)^2 of every velocity's error
     control_weight: float = 1.0             # R: per squared command unit of each actuator
     fd_epsilon: float = 1e-6                # finite-difference step of mjd_transitionFD
+    # move the nominal onto the walker's ground position and heading before the feedback (``follow_walker``)
+    follow_walker: bool = False
 
     def validate(self) -> None:
-        weights = dataclasses.asdict(self)
+        weights = {k: v for k, v in dataclasses.asdict(self).items() if k != "follow_walker"}
         if min(weights.values()) < 0 or self.control_weight <= 0 or self.fd_epsilon <= 0:
             raise ConfigError(f"LQR weights must be >= 0, control_weight and fd_epsilon > 0; got {weights}")
 
@@ -128,8 +134,36 @@ class LinearFeedbackTracker:
 
     def command(self, t: int, state: np.ndarray) -> np.ndarray:
         t = min(t, len(self.commands) - 1)
-        feedback = self.gains[t] @ state_difference(self.model, self.states[t], state)
+        nominal = follow_walker(self.model, self.states[t], state) if self.config.follow_walker else self.states[t]
+        feedback = self.gains[t] @ state_difference(self.model, nominal, state)
         return np.clip(self.commands[t] + feedback, -1.0, 1.0)
+
+
+def yaw(quaternion: np.ndarray) -> float:
+    """The angle about the vertical of the body frame's x axis (``quaternion`` w, x, y, z)."""
+    matrix = np.empty(9)
+    mujoco.mju_quat2Mat(matrix, quaternion)
+    return float(np.arctan2(matrix[3], matrix[0]))
+
+
+def follow_walker(model, nominal: np.ndarray, state: np.ndarray) -> np.ndarray:
+    """``nominal`` (a full-physics state) moved onto ``state``'s ground position and turned to its heading: the root's
+    horizontal position copied, its orientation and world-frame linear velocity turned about the vertical (a free
+    joint's angular velocity is in its own frame and stays). What the law then feeds back is what egocentric
+    proprioception also sees, so its commands are labels a student that reads proprioception can fit: the drift
+    from the nominal's path and heading, which the student cannot see, no longer enters them."""
+    if not (model.njnt and model.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE):
+        return nominal
+    moved, qpos, qvel = nominal.copy(), slice(1, 1 + model.nq), 1 + model.nq
+    root_quat = slice(qpos.start + 3, qpos.start + 7)
+    turn = yaw(state[root_quat]) - yaw(nominal[root_quat])
+    rotation = np.array([np.cos(turn / 2), 0.0, 0.0, np.sin(turn / 2)])
+    mujoco.mju_mulQuat(moved[root_quat], rotation, nominal[root_quat].copy())
+    moved[qpos.start:qpos.start + 2] = state[qpos.start:qpos.start + 2]
+    c, s = np.cos(turn), np.sin(turn)
+    vx, vy = nominal[qvel], nominal[qvel + 1]
+    moved[qvel], moved[qvel + 1] = c * vx - s * vy, s * vx + c * vy
+    return moved
 
 
 def planned_nominal(env, planner) -> tuple[np.ndarray, np.ndarray, bool]:

@@ -7,7 +7,7 @@ from scipy.linalg import solve_discrete_are
 
 from agents.config import ConfigError
 from agents.lqr import (LinearFeedbackTracker, LQRConfig, get_state, linearise, riccati_gains, state_difference,
-                        STATE_SPEC)
+                        STATE_SPEC, yaw)
 
 # a pole on a hinge (upright is unstable) driven by a motor with a first-order filter (one activation), and a free
 # body falling beside it, so the state has a quaternion, velocities and an actuator activation
@@ -107,3 +107,62 @@ def test_feedback_holds_the_pole_up_where_the_nominal_commands_let_it_fall(model
         LinearFeedbackTracker(model, np.full((3, len(states[0])), np.nan), commands[:2], substeps)
     with pytest.raises(ConfigError, match="weights"):
         LQRConfig(control_weight=0.0).validate()
+
+
+# a walker in miniature: a free root (its first joint) carrying a leg on a hinge, the leg driven by a filtered motor
+WALKER = """
+<mujoco>
+  <option timestep="0.005"/>
+  <worldbody>
+    <geom type="plane" size="5 5 0.1"/>
+    <body name="root" pos="0 0 1"><freejoint/><geom type="box" size="0.2 0.1 0.1" mass="2"/>
+      <body name="leg" pos="0.1 0 -0.1">
+        <joint name="hip" type="hinge" axis="0 1 0" damping="0.1"/>
+        <geom type="capsule" fromto="0 0 0 0 0 -0.6" size="0.04" mass="0.5"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><general joint="hip" dyntype="filter" dynprm="0.03" gainprm="10" ctrlrange="-1 1" ctrllimited="true"/></actuator>
+</mujoco>
+"""
+
+
+def turned(model, state: np.ndarray, angle: float, shift) -> np.ndarray:
+    """``state`` with the root turned by ``angle`` about the vertical through it and moved by ``shift`` (x, y)."""
+    out, q, v = state.copy(), 1, 1 + model.nq
+    half = np.array([np.cos(angle / 2), 0.0, 0.0, np.sin(angle / 2)])
+    mujoco.mju_mulQuat(out[q + 3:q + 7], half, state[q + 3:q + 7].copy())
+    out[q:q + 2] += shift
+    c, s = np.cos(angle), np.sin(angle)
+    out[v:v + 2] = [c * state[v] - s * state[v + 1], s * state[v] + c * state[v + 1]]
+    return out
+
+
+def test_a_law_that_follows_the_walker_ignores_its_drift_in_position_and_heading():
+    """follow_walker: a state that is the nominal's turned about the vertical and moved on the ground gets the
+    nominal's command, and a joint error gets the same feedback wherever the walker stands and faces; the plain law
+    steers back towards the nominal's path."""
+    model = mujoco.MjModel.from_xml_string(WALKER)
+    data = mujoco.MjData(model)
+    data.qvel[:3] = [0.8, 0.3, 0.0]   # moving across the ground and tilted a little, so the turn moves every part
+    data.qpos[3:7] = [np.cos(0.1), np.sin(0.1), 0.0, 0.0]
+    states, commands = [get_state(model, data)], np.full((8, 1), 0.2)
+    for command in commands:
+        data.ctrl[:] = command
+        for _ in range(6):
+            mujoco.mj_step(model, data)
+        states.append(get_state(model, data))
+    cheap = LQRConfig(control_weight=0.01)   # commands cheap against errors: feedback strong enough to see
+    plain = LinearFeedbackTracker(model, np.asarray(states), commands, 6, cheap)
+    following = LinearFeedbackTracker(model, np.asarray(states), commands, 6,
+                                      LQRConfig(control_weight=0.01, follow_walker=True))
+    t, nominal = 3, states[3]
+    moved = turned(model, nominal, 0.7, [1.5, -0.4])
+    assert yaw(moved[4:8]) == pytest.approx(yaw(nominal[4:8]) + 0.7)
+    np.testing.assert_allclose(following.command(t, moved), commands[t], atol=1e-9)
+    assert abs(plain.command(t, moved)[0] - commands[t][0]) > 1e-3   # the plain law feeds the drift back
+    bent = nominal.copy()
+    bent[1 + 7] += 0.2   # the hip 0.2 rad off
+    np.testing.assert_allclose(following.command(t, turned(model, bent, -1.1, [0.3, 2.0])), plain.command(t, bent),
+                               atol=1e-9)
+    assert abs(plain.command(t, bent)[0] - commands[t][0]) > 1e-3

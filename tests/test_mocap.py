@@ -324,6 +324,28 @@ def test_env_names_groups_and_early_termination():
     assert {env.reset()[1]["clip"] for _ in range(6)} <= {"09_01-0", "16_35-0"}
 
 
+def test_fall_ending_lets_a_walker_off_the_reference_path_go_on_until_its_head_drops():
+    """ending="fall": the tracking error no longer ends an episode; the head below the fall line does, and the
+    reward is dm_control's either way."""
+    steps, heads, rewards = {}, {}, {}
+    for ending in ("tracking", "fall"):
+        env = envs.make(f"humanoid-track:{WALK}-0", seed=0, clip_start=True, ending=ending)
+        env.reset(seed=0)
+        heads[ending], rewards[ending], terminated = [], [], False
+        while not terminated:   # a limp humanoid: it strays from the reference, then falls
+            _, reward, terminated, truncated, _ = env.step(np.zeros(56))
+            heads[ending].append(float(env.physics.bind(env.walker.head).xpos[2]))
+            rewards[ending].append(reward)
+            assert not truncated
+        steps[ending] = len(heads[ending])
+    assert steps["tracking"] < steps["fall"]
+    assert heads["tracking"][-1] > 1.0   # ended upright, off the reference's path
+    assert heads["fall"][-1] < 0.95 <= min(heads["fall"][:-1])
+    assert rewards["fall"][:steps["tracking"]] == pytest.approx(rewards["tracking"])
+    with pytest.raises(EnvError, match="ending must be one of"):
+        envs.make(f"humanoid-track:{WALK}-0", ending="never")
+
+
 def test_bad_names_and_options():
     with pytest.raises(EnvError, match="unknown snippet"):  # the family claims the name and names the snippets
         envs.make("humanoid-track:99_99-0")

@@ -293,6 +293,28 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(tmp_path / "y.h5"),
                       "--trajectories", "1", "--processes", "1", *planner]) == 2
     assert "--planner-set needs --labeller planner" in capsys.readouterr().err
+    # the law rebuilt around the planner's run stored in the data (nothing planned again) and following the walker,
+    # its rollouts and a DAgger round ending on a fall only; a stored run made with other settings is refused
+    fall, fall_round = tmp_path / "fall.h5", tmp_path / "fall_dagger.h5"
+    following = ["--lqr-set", "follow_walker=true", "--ending", "fall"]
+    assert npmp_main([*common, *following, "--snippets", looped, "--mocap", str(mocap), "--data", str(fall),
+                      "--plan-from", str(data)]) == 0
+    (refollowed,), meta = read_results(fall)
+    for key in ("commands", "physics_states"):
+        np.testing.assert_array_equal(refollowed["plan"][key], result["plan"][key])
+    assert meta["ending"] == "fall" and meta["lqr"]["follow_walker"] is True
+    assert meta["plan_from"] == str(data.resolve())
+    assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(fall_round),
+                      "--trajectories", "1", "--processes", "1", *following]) == 0
+    round_meta = NPMPDataset(fall_round).meta["relabelled"][-1]
+    assert round_meta["ending"] == "fall" and round_meta["lqr"] == {**meta["lqr"]}
+    capsys.readouterr()
+    assert npmp_main([*common, "--planner-set", "knots=2", "--snippets", looped, "--mocap", str(mocap),
+                      "--data", str(tmp_path / "z.h5"), "--plan-from", str(data)]) == 2
+    assert "made with other settings" in capsys.readouterr().err
+    assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(tmp_path / "w.h5"),
+                      "--labeller", "planner", "--lqr-set", "follow_walker=true", *planner]) == 2
+    assert "--lqr-set needs --labeller collected" in capsys.readouterr().err
     # shipped snippets collected with another planner setting: merged only with --mixed-planners, each input's
     # planner kept
     shipped, merged = tmp_path / "shipped.h5", tmp_path / "merged.h5"

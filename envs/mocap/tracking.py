@@ -41,6 +41,7 @@ from dm_control.locomotion.walkers import cmu_humanoid
 
 from envs import EnvError
 from envs.dmc import DMEnv
+from envs.locomotion import HEAD_HEIGHT_LIMIT
 from envs.mocap.convert import DEFAULT_OUTPUT, is_augmented
 
 FAMILY = "humanoid-track"
@@ -51,6 +52,7 @@ RESIDUAL_SCALE = 0.3
 REF_STEPS = (1, 2, 3, 4, 5)
 MIN_STEPS = 10
 TERMINATION_ERROR_THRESHOLD = 0.3
+ENDINGS = ("tracking", "fall")   # what ends an episode early (``make``)
 PHYSICS_TIMESTEP = 0.005
 MAX_COMIC_REWARD = 0.5 * 1.0 + 0.5 * (0.1 + 1.0 + 0.15 + 0.65)   # every term at its optimum
 # dm_control's HDF5 loader uses a protobuf call that newer protobuf deprecates; harmless, and it fires per clip.
@@ -86,14 +88,19 @@ REFERENCES = ("full", "time")
 def make(name: str, seed: int | None = None, action_repeat: int = 1, clip: str | list[str] | None = None,
          ref_path: str | Path = DEFAULT_OUTPUT, render_size: tuple[int, int] = (240, 320), reference: str = "full",
          clip_start: bool = False, residual_scale: float | None = None,
-         termination_threshold: float = TERMINATION_ERROR_THRESHOLD, **unknown) -> DMEnv:
+         termination_threshold: float = TERMINATION_ERROR_THRESHOLD, ending: str = "tracking", **unknown) -> DMEnv:
     """``termination_threshold``: the tracking error that ends an episode (dm_control's CoMic setting, 0.3; its
-    body term compares world positions, so a walker that drifts from the reference's path ends there upright)."""
+    body term compares world positions, so a walker that drifts from the reference's path ends there upright).
+    ``ending``: what ends an episode before the clip's end (``ENDINGS``): "tracking" (that error, dm_control's) or
+    "fall" (the head dropping below ``HEAD_HEIGHT_LIMIT``, whatever the tracking error: a walker on its feet that
+    strays from the reference's path walks on; the threshold then only scales the reward's termination term)."""
     if unknown:
         raise EnvError(f"{name}: unknown option(s) {', '.join(sorted(unknown))} (mocap tracking takes clip, ref_path, "
-                       "reference, clip_start, residual_scale, termination_threshold and render_size)")
+                       "reference, clip_start, residual_scale, termination_threshold, ending and render_size)")
     if not termination_threshold > 0:
         raise EnvError(f"{name}: termination_threshold must be > 0, got {termination_threshold}")
+    if ending not in ENDINGS:
+        raise EnvError(f"{name}: ending must be one of {', '.join(ENDINGS)}, not {ending!r}")
     if reference not in REFERENCES:
         raise EnvError(f"{name}: reference must be one of {', '.join(REFERENCES)}, not {reference!r}")
     family, _, named_clip = name.partition(":")
@@ -117,15 +124,16 @@ def make(name: str, seed: int | None = None, action_repeat: int = 1, clip: str |
                        f"snippets are {', '.join(available[:6])}, ... ({len(available)} in all)")
     return TrackingEnv(clips, ref_path=ref_path, seed=seed, action_repeat=action_repeat, render_size=render_size,
                        reference=reference, clip_start=clip_start, residual_scale=residual_scale,
-                       termination_threshold=termination_threshold)
+                       termination_threshold=termination_threshold, ending=ending)
 
 
 def build_task(clips: list[str], ref_path: str | Path = DEFAULT_OUTPUT, playback: bool = False,
                reference: str = "full", clip_start: bool = False,
-               termination_threshold: float = TERMINATION_ERROR_THRESHOLD):
+               termination_threshold: float = TERMINATION_ERROR_THRESHOLD, ending: str = "tracking"):
     """dm_control's tracking task on ``clips``; ``playback`` sets the walker to the reference after every step;
     ``reference="time"`` drops the reference features, keeping the time in the clip; ``clip_start`` starts every
-    episode at the snippet's first frame (rollouts and evaluations of whole snippets) instead of a random one."""
+    episode at the snippet's first frame (rollouts and evaluations of whole snippets) instead of a random one;
+    ``ending``: see ``make``."""
     with h5py.File(ref_path, "r") as f:   # end steps from the file, so clips load lazily, not all at start
         end_steps = tuple(int(f[c].attrs["num_steps"]) for c in clips)
     task_class = ReferencePlayback if playback else ServoStartTracking
@@ -134,6 +142,7 @@ def build_task(clips: list[str], ref_path: str | Path = DEFAULT_OUTPUT, playback
         dataset=types.ClipCollection(ids=tuple(clips), end_steps=end_steps), ref_steps=REF_STEPS,
         min_steps=MIN_STEPS, reward_type="comic", termination_error_threshold=termination_threshold,
         physics_timestep=PHYSICS_TIMESTEP, always_init_at_clip_start=clip_start)
+    task.ends_on_fall = ending == "fall"
     for key, obs in task.observables.items():
         if key in _BOOKKEEPING or (reference == "time" and "reference" in key):
             obs.enabled = False
@@ -161,9 +170,17 @@ class ServoStartTracking(tracking.MultiClipMocapTracking):
     drops ~8 cm within 4 steps on 07_01-0). Here each activation starts at the command that targets the joint's
     start angle, the state of servos that were already tracking the pose."""
 
+    ends_on_fall = False   # ``make``'s ending="fall": the head below HEAD_HEIGHT_LIMIT ends the episode
+
     def initialize_episode(self, physics, random_state):
         super().initialize_episode(physics, random_state)
         hold_pose_activations(physics, self._walker)
+
+    def get_reward(self, physics):
+        reward = super().get_reward(physics)   # also sets dm_control's early-end flag from the tracking error
+        if self.ends_on_fall:
+            self._should_truncate = bool(physics.bind(self._walker.head).xpos[2] < HEAD_HEIGHT_LIMIT)
+        return reward
 
 
 def hold_pose_command(physics, walker) -> np.ndarray:
@@ -238,13 +255,13 @@ class TrackingEnv(DMEnv):
     def __init__(self, clips: list[str], ref_path: str | Path = DEFAULT_OUTPUT, seed: int | None = None,
                  action_repeat: int = 1, render_size: tuple[int, int] = (240, 320), playback: bool = False,
                  reference: str = "full", clip_start: bool = False, residual_scale: float | None = None,
-                 termination_threshold: float = TERMINATION_ERROR_THRESHOLD):
+                 termination_threshold: float = TERMINATION_ERROR_THRESHOLD, ending: str = "tracking"):
         self.clips = list(clips)
         self.residual_scale = residual_scale
 
         def load(env_seed: int):
             task = build_task(self.clips, ref_path, playback=playback, reference=reference,
-                              clip_start=clip_start, termination_threshold=termination_threshold)
+                              clip_start=clip_start, termination_threshold=termination_threshold, ending=ending)
             return composer.Environment(task, random_state=env_seed, strip_singleton_obs_buffer_dim=True)
 
         super().__init__(load, seed=seed, action_repeat=action_repeat, render_size=render_size,

@@ -59,7 +59,12 @@ def _collect_args(p):
                    help="mpc experts: plan: the planner acts and labels; lqr: the planner runs once per snippet and "
                         "time-varying LQR gains around its run act and label (agents/lqr.py; cheap per label)")
     p.add_argument("--lqr-set", action="append", default=[], metavar="KEY=VALUE",
-                   help="LQR cost weight of --expert-policy lqr (agents.lqr.LQRConfig)")
+                   help="LQR cost weight of --expert-policy lqr (agents.lqr.LQRConfig; follow_walker=true: the law "
+                        "ignores the walker's drift from the planner's path and heading)")
+    p.add_argument("--plan-from", type=Path, default=None,
+                   help="--expert-policy lqr: rebuild each snippet's law around the planner run saved in this data "
+                        "file (an earlier LQR collection with the same planner settings) instead of planning again")
+    _ending_arg(p, "rollouts")
     p.add_argument("--trajectories", type=int, default=20,
                    help="noisy rollouts per expert (thesis: 100)")
     p.add_argument("--action-noise", type=float, default=0.1, help="std of the rollouts' action noise")
@@ -70,6 +75,18 @@ def _collect_args(p):
     p.add_argument("--mocap", type=Path, default=None,
                    help="mpc experts: the mocap file holding the snippets (default: the shipped one), e.g. looped "
                         "walks (docs/mocap.md); stored with each snippet's data, so distil and relabel read it too")
+
+
+def _ending_arg(p, what: str):
+    p.add_argument("--ending", choices=("tracking", "fall"), default="tracking",
+                   help=f"what ends the {what} before the clip's end: tracking: the tracking task's error (a walker "
+                        "that strays from the reference's path ends upright); fall: the head dropping below 0.95 m "
+                        "only (walks longer than the law's path is followed)")
+
+
+def ending_options(args) -> tuple[dict | None, dict]:
+    """(the tracking env's options, the meta entry) for ``--ending``: nothing for the tracking task's own."""
+    return ({"ending": args.ending}, {"ending": args.ending}) if args.ending != "tracking" else (None, {})
 
 
 def _distill_args(p):
@@ -123,6 +140,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     r.add_argument("--planner-set", action="append", default=[], metavar="KEY=VALUE",
                    help="--labeller planner or anchored: MPC setting (agents.mpc.MPCConfig; default: the current "
                         "defaults for planner, the collection's settings for anchored)")
+    r.add_argument("--lqr-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="--labeller collected on LQR data: a setting of the labelling law changed from the "
+                        "collection's (agents.lqr.LQRConfig, e.g. follow_walker=true)")
+    _ending_arg(r, "episodes")
     m = sub.add_parser("merge", help="one data file from collections of different snippets made with the same "
                                      "settings (e.g. on different machines)")
     m.add_argument("inputs", nargs="+", type=Path, help="data files written by collect or relabel")
@@ -182,20 +203,30 @@ def collection_jobs(args) -> tuple[list, dict]:
         sources, expert_meta = ["mpc"] * len(snippets), {"experts": "mpc", "planner": settings}
         if args.expert_policy == "lqr":
             expert_meta["lqr"] = lqr = dataclasses.asdict(apply_overrides(LQRConfig(), split_overrides(args.lqr_set)))
+        elif args.plan_from or args.lqr_set:
+            raise ConfigError("--plan-from and --lqr-set need --expert-policy lqr")
+        if args.plan_from:
+            if not args.plan_from.is_file():
+                raise ConfigError(f"no data file {args.plan_from} to take the planner's runs from")
+            expert_meta["plan_from"] = _repo_relative(args.plan_from)
     else:
         if args.expert_policy != "plan":
             raise ConfigError("--expert-policy lqr needs --experts mpc (the LQR law is built around a planner's run)")
         if mocap:
             raise ConfigError("--mocap needs --experts mpc (svg0 experts were trained on the shipped snippets)")
+        if args.plan_from or args.ending != "tracking":
+            raise ConfigError("--plan-from and --ending need --experts mpc")
         settings, expert_meta = None, {"experts": "svg0"}
         sources = [str(d) for d in expert_dirs(args.experts_root, snippets)]
+    env_options, ending_meta = ending_options(args)
     collection = {"trajectories": args.trajectories, "action_noise_std": args.action_noise,
-                  "perturbation_trajectories": args.perturbation_trajectories, **expert_meta}
+                  "perturbation_trajectories": args.perturbation_trajectories, **expert_meta, **ending_meta}
     collection = json.loads(json.dumps(collection))   # as stored (tuples become lists)
     parts = args.data.with_suffix(".parts")
     jobs = [data.CollectJob(snippet, source, str(parts / f"{snippet}.h5"), args.seed + i, args.trajectories,
                             args.action_noise, args.perturbation_trajectories, settings,
-                            {**collection, "seed": args.seed + i}, lqr, mocap)
+                            {**collection, "seed": args.seed + i}, lqr, mocap,
+                            str(args.plan_from) if args.plan_from else None, env_options)
             for i, (snippet, source) in enumerate(zip(snippets, sources))]
     return jobs, {**collection, "seed": args.seed, "held_out": list(args.held_out)}
 
@@ -238,6 +269,7 @@ def relabel(args) -> Path:
     import dataclasses
 
     from agents.config import ConfigError, apply_overrides, split_overrides
+    from agents.lqr import LQRConfig
     from agents.mpc import MPCConfig
     from pipelines.npmp import data
     from priors.npmp import load_primitives
@@ -265,15 +297,21 @@ def relabel(args) -> Path:
     elif args.planner_set:
         raise ConfigError("--planner-set needs --labeller planner or anchored (the collected expert keeps its own "
                           "settings)")
+    if args.lqr_set:
+        if args.labeller != "collected" or lqr is None:
+            raise ConfigError("--lqr-set needs --labeller collected on data collected with --expert-policy lqr")
+        lqr = dataclasses.asdict(apply_overrides(LQRConfig(**lqr), split_overrides(args.lqr_set)))
+    env_options, ending_meta = ending_options(args)
     round_meta = {"primitives": _repo_relative(args.primitives), "snippets": snippets,
                   "trajectories": args.trajectories,
                   "action_noise_std": args.action_noise, "seed": args.seed,
-                  **({"labeller": args.labeller, "planner": settings} if args.labeller != "collected" else {})}
+                  **({"labeller": args.labeller, "planner": settings} if args.labeller != "collected" else {}),
+                  **({"lqr": lqr} if args.lqr_set else {}), **ending_meta}
     meta = {**base_meta, "relabelled": [*base_meta.get("relabelled", []), round_meta]}
     parts, mocaps = args.out.with_suffix(".parts"), data.read_mocaps(args.data)
     jobs = [data.RelabelJob(s, str(args.data), str(args.primitives), str(parts / f"{s}.h5"), args.seed + i,
                             args.trajectories, args.action_noise, settings, meta, lqr, mocaps[s],
-                            args.labeller == "anchored")
+                            args.labeller == "anchored", env_options)
             for i, s in enumerate(snippets)]
     with RunLock(parts):
         _run_parts(args, data.run_relabel_job, jobs, parts, "relabel")

@@ -267,8 +267,9 @@ class AnchoredPlannerExpert(PlannerExpert):
     plans. Why: a DAgger label from the planner's own warm start depends on the steps before, which the primitives
     cannot see (docs/npmp.md, "Walks longer than a clip"), and a plan from scratch is a worse command."""
 
-    def __init__(self, snippet: str, config=None, plan: dict | None = None, mocap: str | None = None):
-        super().__init__(snippet, config, mocap)
+    def __init__(self, snippet: str, config=None, plan: dict | None = None, mocap: str | None = None,
+                 env_options: dict | None = None):
+        super().__init__(snippet, config, mocap, env_options)
         self.plan, self.env = plan, None
 
     def make_env(self, seed: int | None = None):
@@ -418,11 +419,13 @@ def collect_expert(expert_dir: Path | str, trajectories: int, action_noise_std: 
 
 
 def planner_expert(snippet: str, settings: dict | None = None, lqr: dict | None = None, plan: dict | None = None,
-                   mocap: str | None = None, anchored: bool = False) -> PlannerExpert:
+                   mocap: str | None = None, anchored: bool = False, env_options: dict | None = None
+                   ) -> PlannerExpert:
     """The MPC expert of ``snippet`` (``settings``: agents.mpc.MPCConfig fields): the planner itself, with
     ``anchored`` the planner warm-started from its own noise-free run (``AnchoredPlannerExpert``), or with ``lqr``
     (agents.lqr.LQRConfig fields) the LQR law around that run (``FeedbackExpert``). ``plan``: that run, if it was
-    saved. ``mocap``: the file holding the snippet (None: the shipped one)."""
+    saved. ``mocap``: the file holding the snippet (None: the shipped one); ``env_options``: more options of its
+    tracking env (``ending="fall"``: rollouts end on a fall only)."""
     from agents.lqr import LQRConfig
     from agents.mpc import MPCConfig
 
@@ -430,19 +433,20 @@ def planner_expert(snippet: str, settings: dict | None = None, lqr: dict | None 
     if anchored and lqr is not None:
         raise ConfigError("an anchored planner labels with the planner, not the LQR law: give one of them")
     if anchored:
-        return AnchoredPlannerExpert(snippet, config, plan, mocap)
+        return AnchoredPlannerExpert(snippet, config, plan, mocap, env_options)
     if lqr is None:
-        return PlannerExpert(snippet, config, mocap)
-    return FeedbackExpert(snippet, config, LQRConfig(**lqr), plan, mocap)
+        return PlannerExpert(snippet, config, mocap, env_options)
+    return FeedbackExpert(snippet, config, LQRConfig(**lqr), plan, mocap, env_options)
 
 
 def collect_planner(snippet: str, trajectories: int, action_noise_std: float, perturbation_trajectories: int,
-                    seed: int, settings: dict | None = None, lqr: dict | None = None, mocap: str | None = None
-                    ) -> dict:
+                    seed: int, settings: dict | None = None, lqr: dict | None = None, mocap: str | None = None,
+                    plan: dict | None = None, env_options: dict | None = None) -> dict:
     """``collect_expert`` for an MPC expert (``planner_expert``) on one snippet: noisy-rollout BC data and a nominal
     trajectory, with the planner's feedback Jacobians when it has feedback (none for the LQR law, whose gains act
-    on the simulator state)."""
-    expert = planner_expert(snippet, settings, lqr, mocap=mocap)
+    on the simulator state). ``plan``: the planner's run of the snippet saved by an earlier LQR collection with
+    the same settings (``plan_of``), so the law is rebuilt around it instead of planning again."""
+    expert = planner_expert(snippet, settings, lqr, plan, mocap=mocap, env_options=env_options)
     return collect_from(expert, trajectories, action_noise_std, perturbation_trajectories, seed,
                         with_jacobians=lqr is None and expert.config.feedback_gain > 0)
 
@@ -478,20 +482,22 @@ def collect_from(expert, trajectories: int, action_noise_std: float, perturbatio
 
 def relabel_planner(snippet: str, primitives: str, trajectories: int, action_noise_std: float, seed: int,
                     settings: dict | None = None, lqr: dict | None = None, plan: dict | None = None,
-                    mocap: str | None = None, anchored: bool = False) -> dict:
+                    mocap: str | None = None, anchored: bool = False, env_options: dict | None = None) -> dict:
     """DAgger data for one snippet: ``trajectories`` episodes driven by the primitives (closed loop on the clip's
     reference, action noise ``action_noise_std``), every visited state labelled by the planner. A departure from
     the seed (its BC data, eq 8.4, visits only states of the noisy expert): the primitives' own mistakes take them
     to states the expert never visits, and these teach the next distillation what to do there. Returns the ``bc``
     arrays of ``collect_from`` (the executed actions are the primitives'). With ``lqr`` the labels are the LQR
-    law's, with ``anchored`` the planner's warm-started from its own run (``planner_expert``)."""
+    law's, with ``anchored`` the planner's warm-started from its own run (``planner_expert``); ``env_options`` as
+    there (``ending="fall"``: the episodes end on a fall only, not where the walker strays from the reference's
+    path)."""
     from pipelines.npmp.evaluate import primitives_actor
     from priors.npmp import load_primitives
 
     if trajectories < 1:
         raise ConfigError(f"need trajectories >= 1, got {trajectories}")
     model, _ = load_primitives(primitives)
-    expert = planner_expert(snippet, settings, lqr, plan, mocap, anchored)
+    expert = planner_expert(snippet, settings, lqr, plan, mocap, anchored, env_options)
     env = expert.make_env(seed)
     rng = np.random.default_rng(seed)
     try:
@@ -613,8 +619,9 @@ class CollectJob:
     """One snippet's share of a collection, written to its own file ``path`` (a "part") as soon as it is done, so a
     collection that stops (a killed worker or driver, a deadline) keeps every finished snippet and resumes with the
     rest. ``expert``: "mpc" (a planner on ``snippet`` with MPCConfig ``settings``; with ``lqr`` settings, the LQR
-    law around its run) or an svg0 expert run directory; ``meta`` is stored in the part and must match for the
-    part to be reused."""
+    law around its run, rebuilt from the run saved in ``plan_from`` when given) or an svg0 expert run directory;
+    ``env_options``: more options of the tracking env; ``meta`` is stored in the part and must match for the part
+    to be reused."""
     snippet: str
     expert: str
     path: str
@@ -626,13 +633,16 @@ class CollectJob:
     meta: dict | None = None
     lqr: dict | None = None
     mocap: str | None = None
+    plan_from: str | None = None
+    env_options: dict | None = None
 
 
 def run_collect_job(job: CollectJob) -> str:
     """Collect ``job.snippet`` and write its part file (atomically); returns the part's path."""
     if job.expert == "mpc":
+        plan = plan_of(job.plan_from, job.snippet, job.settings, job.mocap) if job.plan_from else None
         result = collect_planner(job.snippet, job.trajectories, job.action_noise_std, job.perturbation_trajectories,
-                                 job.seed, job.settings, job.lqr, job.mocap)
+                                 job.seed, job.settings, job.lqr, job.mocap, plan, job.env_options)
     else:
         result = collect_expert(job.expert, job.trajectories, job.action_noise_std, job.perturbation_trajectories,
                                 job.seed)
@@ -656,14 +666,32 @@ class RelabelJob:
     lqr: dict | None = None
     mocap: str | None = None
     anchored: bool = False
+    env_options: dict | None = None
 
 
 def run_relabel_job(job: RelabelJob) -> str:
     """Relabel ``job.snippet`` and write its part (the snippet's old data plus the new episodes), atomically."""
     (result,) = [r for r in read_results(job.data)[0] if r["snippet"] == job.snippet]
     relabelled = relabel_planner(job.snippet, job.primitives, job.trajectories, job.action_noise_std, job.seed,
-                                 job.settings, job.lqr, result.get("plan"), job.mocap, job.anchored)
+                                 job.settings, job.lqr, result.get("plan"), job.mocap, job.anchored,
+                                 job.env_options)
     return str(write_dataset(job.path, [with_relabelled(result, relabelled)], meta=job.meta))
+
+
+def plan_of(path: Path | str, snippet: str, settings: dict | None, mocap: str | None) -> dict:
+    """The planner's run of ``snippet`` saved in the LQR collection ``path``, checked to come from a planner with
+    ``settings`` on the same mocap file (a run planned otherwise is another nominal)."""
+    results, meta = read_results(path)
+    found = [r for r in results if r["snippet"] == snippet]
+    if not found or "plan" not in found[0]:
+        raise ConfigError(f"{path} holds no planner run of {snippet} (collect it with --expert-policy lqr)")
+    if settings is not None and meta.get("planner") != settings:
+        raise ConfigError(f"{path}'s planner runs were made with other settings ({meta.get('planner')}) than these "
+                          f"({settings})")
+    if snippet_mocap(found[0]["attrs"]) != mocap:
+        raise ConfigError(f"{path} planned {snippet} on {snippet_mocap(found[0]['attrs']) or 'the shipped mocap'}, "
+                          f"not on {mocap or 'the shipped mocap'}")
+    return found[0]["plan"]
 
 
 def finished_part(job: CollectJob | RelabelJob) -> bool:
