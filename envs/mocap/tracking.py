@@ -8,8 +8,9 @@ published CoMic reward, which tracks the same quantities. Settings are dm_contro
 walker ``CMUHumanoidPositionControlledV2020``, flat ``Floor``, physics timestep 0.005 s, control timestep = the
 data's dt (0.03 s), reference look-ahead ``ref_steps`` = (1, 2, 3, 4, 5), random start at any step of the snippet
 that leaves ``min_steps`` = 10 steps, early termination (discount 0) when the tracking error
-0.5 * mean |body position error| + 0.5 * mean |joint angle error| exceeds 0.3; reaching the snippet's end is a
-truncation (discount 1).
+0.5 * mean |body position error| + 0.5 * mean |joint angle error| exceeds 0.3 (with ``ending="fall"``, instead
+when the head drops below 0.95 m: a walker that strays from the reference's path walks on); reaching the snippet's
+end is a truncation (discount 1).
 
 Names: ``humanoid-track`` draws a snippet per episode (uniformly over start points, i.e. weighted by length) from
 every snippet in ``data/mocap/cmu_snippets.h5`` except the made-up variants (curved, ``<id>-left30``,
