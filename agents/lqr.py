@@ -16,9 +16,9 @@ sum_t dx_t' Q dx_t + du_t' R du_t, and the policy is
 
     u_t = clip(u*_t + K_t (x_t - x*_t), -1, 1)        (the LQR law; K_t are iLQR's feedback gains at the nominal)
 
-With ``follow_walker`` the nominal state x*_t is first moved onto the walker's ground position and heading
+With ``LQRConfig.follow_walker`` the nominal state x*_t is first moved onto the walker's ground position and heading
 (``follow_walker``), so the law no longer steers back to the nominal's path: a departure for labelling students
-that read egocentric proprioception (docs/npmp.md, "Labels the student can see").
+that read egocentric proprioception (docs/npmp.md, "Why the student falls where its teacher walks").
 
 Q (diagonal, ``LQRConfig``) weighs the root's height and orientation, the joint angles and all velocities; the
 root's horizontal position gets a tenth of the height's weight (the primitives read egocentric proprioception and
@@ -34,6 +34,7 @@ import mujoco
 import numpy as np
 
 from agents.config import ConfigError
+from envs.mocap.tracking import heading
 
 STATE_SPEC = mujoco.mjtState.mjSTATE_FULLPHYSICS
 
@@ -139,13 +140,6 @@ class LinearFeedbackTracker:
         return np.clip(self.commands[t] + feedback, -1.0, 1.0)
 
 
-def yaw(quaternion: np.ndarray) -> float:
-    """The angle about the vertical of the body frame's x axis (``quaternion`` w, x, y, z)."""
-    matrix = np.empty(9)
-    mujoco.mju_quat2Mat(matrix, quaternion)
-    return float(np.arctan2(matrix[3], matrix[0]))
-
-
 def follow_walker(model, nominal: np.ndarray, state: np.ndarray) -> np.ndarray:
     """``nominal`` (a full-physics state) moved onto ``state``'s ground position and turned to its heading: the root's
     horizontal position copied, its orientation and world-frame linear velocity turned about the vertical (a free
@@ -156,7 +150,7 @@ def follow_walker(model, nominal: np.ndarray, state: np.ndarray) -> np.ndarray:
         return nominal
     moved, qpos, qvel = nominal.copy(), slice(1, 1 + model.nq), 1 + model.nq
     root_quat = slice(qpos.start + 3, qpos.start + 7)
-    turn = yaw(state[root_quat]) - yaw(nominal[root_quat])
+    turn = heading(state[root_quat]) - heading(nominal[root_quat])
     rotation = np.array([np.cos(turn / 2), 0.0, 0.0, np.sin(turn / 2)])
     mujoco.mju_mulQuat(moved[root_quat], rotation, nominal[root_quat].copy())
     moved[qpos.start:qpos.start + 2] = state[qpos.start:qpos.start + 2]

@@ -7,7 +7,8 @@ from scipy.linalg import solve_discrete_are
 
 from agents.config import ConfigError
 from agents.lqr import (LinearFeedbackTracker, LQRConfig, get_state, linearise, riccati_gains, state_difference,
-                        STATE_SPEC, yaw)
+                        STATE_SPEC)
+from envs.mocap.tracking import heading
 
 # a pole on a hinge (upright is unstable) driven by a motor with a first-order filter (one activation), and a free
 # body falling beside it, so the state has a quaternion, velocities and an actuator activation
@@ -158,7 +159,7 @@ def test_a_law_that_follows_the_walker_ignores_its_drift_in_position_and_heading
                                       LQRConfig(control_weight=0.01, follow_walker=True))
     t, nominal = 3, states[3]
     moved = turned(model, nominal, 0.7, [1.5, -0.4])
-    assert yaw(moved[4:8]) == pytest.approx(yaw(nominal[4:8]) + 0.7)
+    assert heading(moved[4:8]) == pytest.approx(heading(nominal[4:8]) + 0.7)
     np.testing.assert_allclose(following.command(t, moved), commands[t], atol=1e-9)
     assert abs(plain.command(t, moved)[0] - commands[t][0]) > 1e-3   # the plain law feeds the drift back
     bent = nominal.copy()
