@@ -20,6 +20,14 @@ With ``LQRConfig.follow_walker`` the nominal state x*_t is first moved onto the 
 (``follow_walker``), so the law no longer steers back to the nominal's path: a departure for labelling students
 that read egocentric proprioception (docs/npmp.md, "Why the student falls where its teacher walks").
 
+A periodic law (``LQRConfig.periodic``, ``PeriodicFeedbackTracker``, ``find_limit_cycle``; a departure from the
+seed, whose experts are time-indexed policies): on a walk whose reference repeats a stride, a student that reads the
+reference knows the phase of the stride but not which stride it is in, while the planner's run, and with it the
+time-indexed law, differs from stride to stride (0.15 rad RMS in the joint angles on looped 08_02-0). From a stride
+start t0 on, this law is indexed by the phase (t - t0) mod P around one stride repeated, and that stride is found by
+a fixed-point iteration: the stride the law walks after its first wrap becomes its next nominal (docs/npmp.md,
+"A teacher whose strides repeat").
+
 Q (diagonal, ``LQRConfig``) weighs the root's height and orientation, the joint angles and all velocities; the
 root's horizontal position gets a tenth of the height's weight (the primitives read egocentric proprioception and
 cannot see it). The weights were chosen on 07_01-0 (docs/npmp.md): with them the law finished the walk under
@@ -28,6 +36,7 @@ feedback fell after 43-75 steps at 0.1.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import mujoco
@@ -49,11 +58,25 @@ class LQRConfig:
     fd_epsilon: float = 1e-6                # finite-difference step of mjd_transitionFD
     # move the nominal onto the walker's ground position and heading before the feedback (``follow_walker``)
     follow_walker: bool = False
+    # a looped walk's law indexed by the stride's phase around a limit cycle (``find_limit_cycle``)
+    periodic: bool = False
+    cycle_starts: int = 3          # strides of the planner's run the iteration starts from (the best-closing ones)
+    cycle_iterations: int = 4      # candidates from each start: its stride, then the fixed-point iteration's
+    cycle_trials: int = 10         # noisy episodes that rank the candidates (common random numbers)
+    cycle_noise: float = 0.1       # their action noise std
+    cycle_repeats: int = 8         # strides of the Riccati horizon whose first stride's gains are the periodic gains
 
     def validate(self) -> None:
-        weights = {k: v for k, v in dataclasses.asdict(self).items() if k != "follow_walker"}
+        weights = {k: getattr(self, k) for k in ("root_height_weight", "root_orientation_weight", "joint_weight",
+                                                 "velocity_weight", "control_weight", "fd_epsilon")}
         if min(weights.values()) < 0 or self.control_weight <= 0 or self.fd_epsilon <= 0:
             raise ConfigError(f"LQR weights must be >= 0, control_weight and fd_epsilon > 0; got {weights}")
+        cycle = {k: getattr(self, k) for k in ("cycle_starts", "cycle_iterations", "cycle_trials", "cycle_noise",
+                                               "cycle_repeats")}
+        if min(cycle.values()) < 0 or not self.cycle_noise >= 0 or 0 in (self.cycle_starts, self.cycle_iterations,
+                                                                        self.cycle_repeats):
+            raise ConfigError(f"need cycle_starts, cycle_iterations and cycle_repeats >= 1, cycle_trials and "
+                              f"cycle_noise >= 0; got {cycle}")
 
 
 def get_state(model, data) -> np.ndarray:
@@ -173,3 +196,135 @@ def planned_nominal(env, planner) -> tuple[np.ndarray, np.ndarray, bool]:
         _, _, terminated, truncated, _ = env.step(commands[-1])
         states.append(get_state(model, env.physics.data.ptr))
     return np.asarray(states), np.asarray(commands), bool(terminated)
+
+
+def joint_rms(model, a: np.ndarray, b: np.ndarray) -> float:
+    """RMS difference of the joint angles of two full-physics states (rad; a free root's 6 coordinates left out)."""
+    first = 6 if model.njnt and model.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE else 0
+    return float(np.sqrt(np.mean(state_difference(model, a, b)[first:model.nv] ** 2)))
+
+
+class PeriodicFeedbackTracker:
+    """The LQR law around a periodic nominal (module docstring): one stride of ``states`` [P + 1] and ``commands``
+    [P], walked from step ``start``, repeated and indexed by the phase (t - start) mod P. It acts from step
+    ``takeover`` (default ``start``; earlier is fine where the reference already repeats), the time-indexed
+    ``lead_in`` law before. Its nominal is always moved onto the walker (``follow_walker``: a repeated stride's
+    nominal stays where it was walked). Its gains are the first stride's of the Riccati recursion over ``repeats``
+    strides: the finite-horizon approximation of the periodic LQR gains, which the terminal cost no longer touches
+    after a few strides."""
+
+    def __init__(self, lead_in: LinearFeedbackTracker, start: int, states: np.ndarray, commands: np.ndarray,
+                 substeps: int, repeats: int = 8, takeover: int | None = None):
+        if len(states) != len(commands) + 1 or not len(commands) or start < 0:
+            raise ValueError(f"a stride needs one more state than commands and start >= 0, got {len(states)}, "
+                             f"{len(commands)} and {start}")
+        self.lead_in, self.model, self.start = lead_in, lead_in.model, start
+        self.takeover = start if takeover is None else takeover
+        self.states, self.commands = np.asarray(states, np.float64), np.asarray(commands, np.float64)
+        self.period = len(commands)
+        A, B = linearise(self.model, self.states[:-1], self.commands, substeps, lead_in.config.fd_epsilon)
+        Q, R = cost_matrices(self.model, lead_in.config)
+        self.gains = riccati_gains(np.concatenate([A] * repeats), np.concatenate([B] * repeats), Q, R)[:self.period]
+
+    def taking_over_at(self, takeover: int) -> "PeriodicFeedbackTracker":
+        """The same law acting from step ``takeover`` (nothing recomputed)."""
+        law = copy.copy(self)
+        law.takeover = takeover
+        return law
+
+    def phase(self, t: int) -> int | None:
+        """The stride's step that acts at time ``t`` (None before the takeover: the lead-in law acts)."""
+        return None if t < self.takeover else (t - self.start) % self.period
+
+    def command(self, t: int, state: np.ndarray) -> np.ndarray:
+        phase = self.phase(t)
+        if phase is None:
+            return self.lead_in.command(t, state)
+        nominal = follow_walker(self.model, self.states[phase], state)
+        feedback = self.gains[phase] @ state_difference(self.model, nominal, state)
+        return np.clip(self.commands[phase] + feedback, -1.0, 1.0)
+
+
+def closed_loop(env, law, noise: float = 0.0, rng: np.random.Generator | None = None
+                ) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(states [T+1], commands [T] before the noise, terminated): one episode of ``env`` from its reset driven by
+    ``law.command(t, state)`` executing clip(command + N(0, noise^2), -1, 1)."""
+    env.reset(seed=0)
+    model = env.physics.model.ptr
+    states, commands = [get_state(model, env.physics.data.ptr)], []
+    terminated = truncated = False
+    while not (terminated or truncated):
+        commands.append(law.command(env.time_step, states[-1]))
+        action = commands[-1] if not noise else np.clip(commands[-1] + noise * rng.standard_normal(model.nu), -1, 1)
+        _, _, terminated, truncated, _ = env.step(np.asarray(action, np.float32))
+        states.append(get_state(model, env.physics.data.ptr))
+    return np.asarray(states), np.asarray(commands), bool(terminated)
+
+
+def find_limit_cycle(env, lead_in: LinearFeedbackTracker, period: int, first: int, substeps: int,
+                     log=None) -> tuple[PeriodicFeedbackTracker, list[dict]]:
+    """A periodic law (``PeriodicFeedbackTracker``) for a walk whose reference repeats with ``period`` steps from
+    step ``first`` on, and the report of every candidate tried. ``env``: the walk's tracking env ending on a fall
+    only, so an episode runs to the clip's end unless the walker falls; ``lead_in``: the time-indexed law around the
+    planner's run.
+
+    The iteration starts from each of the ``cycle_starts`` strides of the planner's run whose end is nearest its
+    start (``joint_rms``) among those starting in the reference's first two repeating strides (at least 4 steps
+    apart); each next candidate is the stride that the last candidate's law walks, noise-free, right after its first
+    wrap (a fixed-point iteration: a fixed point is a stride the law repeats, a limit cycle), ``cycle_iterations``
+    candidates from each start. Each candidate's law, taking over at its start and at ``first``, walks once
+    noise-free and, if it finishes, ``cycle_trials`` times under action noise ``cycle_noise`` (the same noise for
+    every candidate). The law kept walks longest under noise among those that finish noise-free, ties going to the
+    one whose noise-free strides repeat most closely. The iteration is not a contraction (on looped 08_02-0 the
+    strides drift again after two or three steps), which start works is not told by how well it closes, and on
+    looped 07_01-0 the time-indexed law falls under noise before a late takeover (docs/npmp.md), hence the ranking
+    rather than a convergence test."""
+    config = lead_in.config
+    model, nominal = lead_in.model, lead_in.states
+    closures = {t: joint_rms(model, nominal[t], nominal[t + period])
+                for t in range(first, first + 2 * period) if t + period < len(nominal)}
+    if not closures:
+        raise ConfigError(f"the planner's run ({len(nominal) - 1} steps) holds no stride of {period} steps starting "
+                          f"in steps {first}-{first + 2 * period - 1}")
+    starts = []
+    for t in sorted(closures, key=closures.get):
+        if len(starts) < config.cycle_starts and all(abs(t - u) >= 4 for u in starts):
+            starts.append(t)
+    report, laws = [], []
+
+    def measure(law, start, iteration, closure):
+        run, run_commands, fell = closed_loop(env, law)
+        strides = [joint_rms(model, run[k], run[k + period]) for k in range(start, len(run) - period, period)]
+        noisy = [] if fell else [len(closed_loop(env, law, config.cycle_noise, np.random.default_rng(trial))[1])
+                                 for trial in range(config.cycle_trials)]
+        report.append({"start": start, "takeover": law.takeover, "iteration": iteration, "period": period,
+                       "closure": closure, "noise_free_steps": len(run_commands), "noise_free_fell": fell,
+                       "stride_spread": max(strides[2:], default=None), "noisy_steps": noisy})
+        laws.append(law)
+        if log:
+            log(f"limit cycle from step {start} (iteration {iteration}, acting from step {law.takeover}): noise-free "
+                f"{len(run_commands)} steps{' (fell)' if fell else ''}, strides after the first two apart by at most "
+                f"{report[-1]['stride_spread'] or float('nan'):.4f} rad"
+                + (f", steps under noise {config.cycle_noise:g}: {noisy}" if noisy else ""))
+        return run, run_commands
+
+    for start in starts:
+        states, commands = nominal[start:start + period + 1], lead_in.commands[start:start + period]
+        for iteration in range(config.cycle_iterations):
+            law = PeriodicFeedbackTracker(lead_in, start, states, commands, substeps, config.cycle_repeats)
+            closure = joint_rms(model, states[0], states[-1])
+            run, run_commands = measure(law, start, iteration, closure)
+            if first < start:
+                measure(law.taking_over_at(first), start, iteration, closure)
+            wrap = start + period
+            if len(run) < wrap + period + 1:
+                break   # no full stride after the wrap to iterate on
+            states, commands = run[wrap:wrap + period + 1], run_commands[wrap:wrap + period]
+    finishing = [i for i, r in enumerate(report) if not r["noise_free_fell"]]
+    if not finishing:
+        raise ConfigError(f"no periodic law walked the snippet to its end noise-free (candidates from steps "
+                          f"{starts} fell at {[r['noise_free_steps'] for r in report]} steps)")
+    best = max(finishing, key=lambda i: (np.mean(report[i]["noisy_steps"] or [0]),
+                                         -(report[i]["stride_spread"] or np.inf)))
+    report[best]["chosen"] = True
+    return laws[best], report

@@ -9,7 +9,8 @@ fall does), executing clip(command + N(0, sigma^2), -1, 1), and reports the step
 below the humanoid task's fall line (0.95 m; the snippet's length if it never does), for every noise level sigma
 and seed. Noise-free runs are deterministic, so sigma = 0 is run once.
 - ``--law DATA``: the LQR law of each snippet, rebuilt from the planner's run stored in a data file collected with
-  ``--expert-policy lqr`` (its ``plan`` arrays and the collection's LQR settings; nothing is planned again);
+  ``--expert-policy lqr`` (its ``plan`` arrays and the collection's LQR settings; nothing is planned again; a
+  periodic law, ``periodic=true``, is searched again: 2-3 minutes a snippet);
 - ``--primitives DIR ...``: primitives, the encoder reading the looped reference (``evaluate.primitives_actor``).
 
     python benchmarks/npmp_noise.py --mocap runs/npmp/loops/mocap.h5 --law runs/npmp/law2/two200.h5 \\

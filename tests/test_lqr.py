@@ -1,5 +1,6 @@
 """Time-varying LQR around a nominal run (agents/lqr.py): Riccati gains against the algebraic Riccati equation, the
-chained finite-difference linearisation against the simulator, and feedback that holds an inverted pendulum up."""
+chained finite-difference linearisation against the simulator, feedback that holds an inverted pendulum up, the
+law that follows the walker, and the periodic law around a limit cycle."""
 import mujoco
 import numpy as np
 import pytest
@@ -10,21 +11,29 @@ from agents.lqr import (LinearFeedbackTracker, LQRConfig, get_state, linearise, 
                         STATE_SPEC)
 from envs.mocap.tracking import heading
 
-# a pole on a hinge (upright is unstable) driven by a motor with a first-order filter (one activation), and a free
-# body falling beside it, so the state has a quaternion, velocities and an actuator activation
-PENDULUM = """
+
+def pole_xml(pivot: str, tip: str, damping: float, gain: float, extra: str = "") -> str:
+    """A pole on a hinge about y at ``pivot``, reaching to ``tip`` (relative), driven by a motor with a first-order
+    filter (one activation), and ``extra`` bodies."""
+    return f"""
 <mujoco>
   <option timestep="0.005"/>
   <worldbody>
-    <body name="pole" pos="0 0 0">
-      <joint name="hinge" type="hinge" axis="0 1 0" damping="0.05"/>
-      <geom type="capsule" fromto="0 0 0 0 0 1" size="0.04" mass="1"/>
+    <body name="pole" pos="{pivot}">
+      <joint name="hinge" type="hinge" axis="0 1 0" damping="{damping}"/>
+      <geom type="capsule" fromto="0 0 0 {tip}" size="0.04" mass="1"/>
     </body>
-    <body name="box" pos="2 0 1"><freejoint/><geom type="box" size="0.1 0.1 0.1" mass="0.5"/></body>
+    {extra}
   </worldbody>
-  <actuator><general joint="hinge" dyntype="filter" dynprm="0.02" gainprm="20" ctrlrange="-1 1" ctrllimited="true"/></actuator>
+  <actuator><general joint="hinge" dyntype="filter" dynprm="0.02" gainprm="{gain}" ctrlrange="-1 1" ctrllimited="true"/></actuator>
 </mujoco>
 """
+
+
+# a pole standing on its hinge (upright is unstable) and a free body falling beside it, so the state has a
+# quaternion, velocities and an actuator activation
+PENDULUM = pole_xml("0 0 0", "0 0 1", 0.05, 20,
+                    '<body name="box" pos="2 0 1"><freejoint/><geom type="box" size="0.1 0.1 0.1" mass="0.5"/></body>')
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +176,75 @@ def test_a_law_that_follows_the_walker_ignores_its_drift_in_position_and_heading
     np.testing.assert_allclose(following.command(t, turned(model, bent, -1.1, [0.3, 2.0])), plain.command(t, bent),
                                atol=1e-9)
     assert abs(plain.command(t, bent)[0] - commands[t][0]) > 1e-3
+
+
+# a damped pendulum hanging from its hinge, swung by the motor: driven with a period, it settles into a cycle
+SWING = pole_xml("0 0 2", "0 0 -1", 0.3, 6)
+
+
+class SwingEnv:
+    """The pendulum as a tracking-like env: control steps of ``substeps`` physics steps, truncated after ``steps``,
+    terminated when the swing passes ``limit`` rad (its "fall")."""
+
+    def __init__(self, steps: int, substeps: int = 6, limit: float = 1.2):
+        model = mujoco.MjModel.from_xml_string(SWING)
+        self.data, self.steps, self.substeps, self.limit = mujoco.MjData(model), steps, substeps, limit
+        self.physics = type("Physics", (), {"model": type("M", (), {"ptr": model}),
+                                            "data": type("D", (), {"ptr": self.data})})
+        self.time_step = 0
+
+    def reset(self, seed=None):
+        mujoco.mj_resetData(self.physics.model.ptr, self.data)
+        mujoco.mj_forward(self.physics.model.ptr, self.data)
+        self.time_step = 0
+        return None, {}
+
+    def step(self, action):
+        self.data.ctrl[:] = action
+        for _ in range(self.substeps):
+            mujoco.mj_step(self.physics.model.ptr, self.data)
+        self.time_step += 1
+        terminated = abs(self.data.qpos[0]) > self.limit
+        return None, 0.0, terminated, self.time_step >= self.steps and not terminated, {}
+
+
+def test_a_periodic_law_around_a_limit_cycle_repeats_its_stride_where_the_nominal_did_not():
+    """find_limit_cycle: the nominal run (a swing driven with period 20 steps, its commands jittered as a planner's
+    are) differs from stride to stride; the law it finds acts on the phase, finishes the episode, and the run it
+    walks repeats its stride far more closely than the nominal did. PeriodicFeedbackTracker acts as the lead-in
+    law before its takeover and gives the stride's command on the stride's state."""
+    from agents.lqr import PeriodicFeedbackTracker, closed_loop, find_limit_cycle, joint_rms
+
+    period, steps = 20, 160
+    env = SwingEnv(steps)
+    model = env.physics.model.ptr
+    rng = np.random.default_rng(0)
+    drive = 0.5 * np.sin(2 * np.pi * np.arange(steps) / period) + 0.15 * rng.standard_normal(steps)
+    replay = type("Replay", (), {"command": staticmethod(lambda t, state: drive[t])})
+    states, commands, fell = closed_loop(env, replay)
+    assert not fell and len(commands) == steps
+    settled = range(80, steps - period, period)   # strides well after the start and any takeover
+    nominal_spread = max(joint_rms(model, states[k], states[k + period]) for k in settled)
+    config = LQRConfig(cycle_starts=2, cycle_iterations=3, cycle_trials=3, cycle_noise=0.05)
+    lead_in = LinearFeedbackTracker(model, states, commands, env.substeps, config)
+    law, report = find_limit_cycle(env, lead_in, period, 10, env.substeps)
+    chosen = [r for r in report if r.get("chosen")]
+    assert len(chosen) == 1 and not chosen[0]["noise_free_fell"] and len(chosen[0]["noisy_steps"]) == 3
+    assert {r["start"] for r in report} <= set(range(10, 10 + 2 * period)) and len({r["start"] for r in report}) == 2
+    run, _, fell = closed_loop(env, law)
+    assert not fell
+    spread = max(joint_rms(model, run[k], run[k + period]) for k in settled)
+    assert spread < 0.2 * nominal_spread, (spread, nominal_spread)
+    # before the takeover the lead-in law acts; on the stride's own state the stride's command, at any stride
+    probe = run[5] + 0.01
+    np.testing.assert_allclose(law.command(law.takeover - 1, probe), lead_in.command(law.takeover - 1, probe))
+    for t in (law.start + 3, law.start + 3 + 4 * period):
+        np.testing.assert_allclose(law.command(t, law.states[3]), np.clip(law.commands[3], -1, 1))
+    late, early = law.taking_over_at(law.start), law.taking_over_at(10)
+    assert early.phase(10) == (10 - law.start) % period and early.gains is law.gains and late.phase(10) is None
+    with pytest.raises(ConfigError, match="no stride of"):
+        find_limit_cycle(env, lead_in, steps, 10, env.substeps)
+    with pytest.raises(ConfigError, match="cycle_starts"):
+        LQRConfig(cycle_starts=0).validate()
+    with pytest.raises(ValueError, match="one more state"):
+        PeriodicFeedbackTracker(lead_in, 0, states[:3], commands[:3], env.substeps)

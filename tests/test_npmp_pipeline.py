@@ -308,6 +308,16 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
                       "--trajectories", "1", "--processes", "1", *following]) == 0
     round_meta = NPMPDataset(fall_round).meta["relabelled"][-1]
     assert round_meta["ending"] == "fall" and round_meta["lqr"] == {**meta["lqr"]}
+    # the periodic law: only for a looped snippet, whose stride the mocap file records
+    capsys.readouterr()
+    periodic = ["--lqr-set", "periodic=true", "--lqr-set", "cycle_starts=1", "--lqr-set", "cycle_iterations=2",
+                "--lqr-set", "cycle_trials=1"]
+    assert npmp_main([*common, *periodic, "--snippets", TRAIN, "--data", str(tmp_path / "p.h5")]) == 2
+    assert "needs a looped snippet" in capsys.readouterr().err and not (tmp_path / "p.h5").exists()
+    # the tiny planner falls within the loop's first stride: no stride of its run to start the iteration from
+    assert npmp_main([*common, *periodic, "--snippets", looped, "--mocap", str(mocap), "--data",
+                      str(tmp_path / "p.h5"), "--plan-from", str(data)]) == 2
+    assert "holds no stride of 36 steps starting in steps 16-87" in capsys.readouterr().err
     capsys.readouterr()
     assert npmp_main([*common, "--planner-set", "knots=2", "--snippets", looped, "--mocap", str(mocap),
                       "--data", str(tmp_path / "z.h5"), "--plan-from", str(data)]) == 2

@@ -79,6 +79,22 @@ def snippet_frames(snippet: str, ref_path: str | Path = DEFAULT_OUTPUT) -> int:
         return int(f[snippet].attrs["num_steps"])
 
 
+def looped_stride(snippet: str, ref_path: str | Path = DEFAULT_OUTPUT) -> tuple[int, int] | None:
+    """The frames [start, end) whose stride a looped snippet repeats from frame ``start`` on (convert.py's
+    ``loop_qpos``), as the mocap file records it; None for a snippet that is not looped."""
+    snippet_frames(snippet, ref_path)   # EnvError for an unknown snippet
+    with h5py.File(ref_path, "r") as f:
+        columns = str(f.attrs.get("snippet_source_columns", "")).split()
+        rows = [str(row, "utf-8").split() for row in f.attrs.get("snippet_source", [])]
+    if "loop_stride_start" not in columns:
+        return None
+    for row in rows:
+        if row[0] == snippet:
+            start, end = (int(row[columns.index(c)]) for c in ("loop_stride_start", "loop_stride_end"))
+            return (start, end) if end > start >= 0 else None
+    return None
+
+
 def names() -> list[str]:
     return [f for family in FAMILIES for f in (family, *(f"{family}:{sid}" for sid in snippet_ids(augmented=True)))]
 

@@ -59,8 +59,9 @@ def _collect_args(p):
                    help="mpc experts: plan: the planner acts and labels; lqr: the planner runs once per snippet and "
                         "time-varying LQR gains around its run act and label (agents/lqr.py; cheap per label)")
     p.add_argument("--lqr-set", action="append", default=[], metavar="KEY=VALUE",
-                   help="LQR cost weight of --expert-policy lqr (agents.lqr.LQRConfig; follow_walker=true: the law "
-                        "ignores the walker's drift from the planner's path and heading)")
+                   help="a setting of --expert-policy lqr (agents.lqr.LQRConfig: cost weights; follow_walker=true: "
+                        "the law ignores the walker's drift from the planner's path and heading; periodic=true: on "
+                        "looped snippets, the law around a limit cycle from the loop's first stride on)")
     p.add_argument("--plan-from", type=Path, default=None,
                    help="--expert-policy lqr: rebuild each snippet's law around the planner run saved in this data "
                         "file (an earlier LQR collection with the same planner settings) instead of planning again")
@@ -203,6 +204,9 @@ def collection_jobs(args) -> tuple[list, dict]:
         sources, expert_meta = ["mpc"] * len(snippets), {"experts": "mpc", "planner": settings}
         if args.expert_policy == "lqr":
             expert_meta["lqr"] = lqr = dataclasses.asdict(apply_overrides(LQRConfig(), split_overrides(args.lqr_set)))
+            if lqr["periodic"]:
+                for snippet in snippets:
+                    data.looped_stride_of(snippet, mocap)   # a clear error before any worker starts
         elif args.plan_from or args.lqr_set:
             raise ConfigError("--plan-from and --lqr-set need --expert-policy lqr")
         if args.plan_from:
@@ -301,6 +305,10 @@ def relabel(args) -> Path:
         if args.labeller != "collected" or lqr is None:
             raise ConfigError("--lqr-set needs --labeller collected on data collected with --expert-policy lqr")
         lqr = dataclasses.asdict(apply_overrides(LQRConfig(**lqr), split_overrides(args.lqr_set)))
+    mocaps = data.read_mocaps(args.data)
+    if lqr and lqr.get("periodic"):
+        for snippet in snippets:
+            data.looped_stride_of(snippet, mocaps[snippet])
     env_options, ending_meta = ending_options(args)
     round_meta = {"primitives": _repo_relative(args.primitives), "snippets": snippets,
                   "trajectories": args.trajectories,
@@ -308,7 +316,7 @@ def relabel(args) -> Path:
                   **({"labeller": args.labeller, "planner": settings} if args.labeller != "collected" else {}),
                   **({"lqr": lqr} if args.lqr_set else {}), **ending_meta}
     meta = {**base_meta, "relabelled": [*base_meta.get("relabelled", []), round_meta]}
-    parts, mocaps = args.out.with_suffix(".parts"), data.read_mocaps(args.data)
+    parts = args.out.with_suffix(".parts")
     jobs = [data.RelabelJob(s, str(args.data), str(args.primitives), str(parts / f"{s}.h5"), args.seed + i,
                             args.trajectories, args.action_noise, settings, meta, lqr, mocaps[s],
                             args.labeller == "anchored", env_options)

@@ -227,9 +227,9 @@ class PlannerExpert:
         env.close()
         self.planner = None
 
-    def _env(self, seed: int | None):
+    def _env(self, seed: int | None, **options):
         kwargs = {"ref_path": self.mocap} if self.mocap else {}
-        return envs.make(self.env_name, seed=seed, clip_start=True, **kwargs, **self.env_options)
+        return envs.make(self.env_name, seed=seed, clip_start=True, **kwargs, **{**self.env_options, **options})
 
     def make_env(self, seed: int | None = None):
         """The snippet's tracking env (episodes start at its first frame), with a planner bound to it."""
@@ -296,7 +296,9 @@ class FeedbackExpert(PlannerExpert):
     """The planner's noise-free run of the snippet made into a smooth feedback policy (agents/lqr.py): mu_E(x_t) =
     u*_t + K_t (x_t - x*_t), with time-varying LQR gains around that run. A function of the simulator's state and
     the clip time only, cheap to query, so noisy rollouts and relabelling cost physics steps rather than plans;
-    the planner runs once per snippet (``make_env``)."""
+    the planner runs once per snippet (``make_env``). With ``LQRConfig.periodic`` (looped snippets only) the law
+    from the loop's first stride on is the periodic one around a limit cycle (``agents.lqr.find_limit_cycle``);
+    ``cycle_report`` then says which candidates were tried and which was kept."""
 
     def __init__(self, snippet: str, config=None, lqr_config=None, plan: dict | None = None, mocap: str | None = None,
                  env_options: dict | None = None):
@@ -307,18 +309,30 @@ class FeedbackExpert(PlannerExpert):
         super().__init__(snippet, config, mocap, env_options)
         self.lqr_config = lqr_config or LQRConfig()
         self.lqr_config.validate()
-        self.tracker, self.env, self.plan = None, None, plan
+        self.tracker, self.env, self.plan, self.cycle_report = None, None, plan, None
+        self.stride = looped_stride_of(snippet, mocap) if self.lqr_config.periodic else None
 
     def make_env(self, seed: int | None = None):
-        from agents.lqr import LinearFeedbackTracker, planned_nominal
+        from agents.lqr import LinearFeedbackTracker, find_limit_cycle, planned_nominal
 
         env = super().make_env(seed)
         if self.tracker is None:
             if self.plan is None:
                 states, commands, _ = planned_nominal(env, self.planner)
                 self.plan = {"physics_states": states, "commands": commands}
-            self.tracker = LinearFeedbackTracker(env.physics.model.ptr, self.plan["physics_states"],
-                                                 self.plan["commands"], self.planner.substeps, self.lqr_config)
+            tracker = LinearFeedbackTracker(env.physics.model.ptr, self.plan["physics_states"],
+                                            self.plan["commands"], self.planner.substeps, self.lqr_config)
+            if self.stride is not None:
+                start, end = self.stride
+                search_env = self._env(seed=0, ending="fall")   # candidates walk until they fall or finish
+                try:
+                    tracker, self.cycle_report = find_limit_cycle(search_env, tracker, end - start, start,
+                                                                  self.planner.substeps)
+                except ConfigError as e:
+                    raise ConfigError(f"{self.snippet}: {e}") from None
+                finally:
+                    search_env.close()
+            self.tracker = tracker
         self.env = env
         return env
 
@@ -335,6 +349,16 @@ class FeedbackExpert(PlannerExpert):
     def mean_command_and_jacobian(self, flat_obs, reference_action=None):
         raise ConfigError(f"the feedback expert of {self.snippet} has gains on the simulator state, not on the "
                           "observation: collect noisy-rollout (BC) data from it")
+
+
+def looped_stride_of(snippet: str, mocap: str | None) -> tuple[int, int]:
+    """The stride [start, end) that looped ``snippet`` repeats (``ConfigError`` for one that is not looped: a
+    periodic LQR law needs a reference that repeats)."""
+    stride = tracking.looped_stride(snippet, mocap or tracking.DEFAULT_OUTPUT)
+    if stride is None:
+        raise ConfigError(f"a periodic LQR law (periodic=true) needs a looped snippet whose reference repeats a "
+                          f"stride (<snippet-id>-loop<SECONDS>, docs/mocap.md); {snippet} is not one")
+    return stride
 
 
 def rollout(expert: Expert, env, action_noise_std: float, rng: np.random.Generator,
@@ -473,6 +497,8 @@ def collect_from(expert, trajectories: int, action_noise_std: float, perturbatio
              "deviation_count": len(deviations),
              # the snippet's mocap file when it is not the shipped one (looped walks): its reference is read there
              "mocap": getattr(expert, "mocap", None) or ""}
+    if getattr(expert, "cycle_report", None):   # the periodic law's candidates (find_limit_cycle)
+        attrs["periodic_law"] = json.dumps(expert.cycle_report)
     result = {"snippet": expert.snippet, "bc": bc, "nominal": _concatenate([nominal]),
               "deviation_sq_sum": (deviations**2).sum(0), "attrs": attrs}
     if getattr(expert, "plan", None) is not None:   # the planner's run under an LQR law: relabelling reuses it
