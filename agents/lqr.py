@@ -61,7 +61,10 @@ class LQRConfig:
     # a looped walk's law indexed by the stride's phase around a limit cycle (``find_limit_cycle``)
     periodic: bool = False
     cycle_starts: int = 3          # strides of the planner's run the iteration starts from (the best-closing ones)
-    cycle_iterations: int = 4      # candidates from each start: its stride, then the fixed-point iteration's
+    # candidates from each start: its stride, then the fixed-point iteration's. Two, not more: on looped 08_02-0 the
+    # third (a teacher as robust) gave students that walked the loop in at most 1 of 5 episodes at noise 0.03, the
+    # second in 3-5 of 5 for 4 of 7 distillations (docs/npmp.md, "The periodic law in the library")
+    cycle_iterations: int = 2
     cycle_trials: int = 10         # noisy episodes that rank the candidates (common random numbers)
     cycle_noise: float = 0.1       # their action noise std
     cycle_repeats: int = 8         # strides of the Riccati horizon whose first stride's gains are the periodic gains
