@@ -76,8 +76,8 @@ class LQRConfig:
             raise ConfigError(f"LQR weights must be >= 0, control_weight and fd_epsilon > 0; got {weights}")
         cycle = {k: getattr(self, k) for k in ("cycle_starts", "cycle_iterations", "cycle_trials", "cycle_noise",
                                                "cycle_repeats")}
-        if min(cycle.values()) < 0 or not self.cycle_noise >= 0 or 0 in (self.cycle_starts, self.cycle_iterations,
-                                                                        self.cycle_repeats):
+        if min(self.cycle_starts, self.cycle_iterations, self.cycle_repeats) < 1 or self.cycle_trials < 0 \
+                or not self.cycle_noise >= 0:
             raise ConfigError(f"need cycle_starts, cycle_iterations and cycle_repeats >= 1, cycle_trials and "
                               f"cycle_noise >= 0; got {cycle}")
 
@@ -189,16 +189,18 @@ def follow_walker(model, nominal: np.ndarray, state: np.ndarray) -> np.ndarray:
 def planned_nominal(env, planner) -> tuple[np.ndarray, np.ndarray, bool]:
     """(states [T+1], commands [T], terminated): ``planner`` (agents/mpc.py ``TrackingPlanner`` bound to ``env``)
     driving one noise-free episode of ``env`` from its reset."""
-    env.reset(seed=0)
     planner.reset()
-    model, data = env.physics.model.ptr, env.physics.data.ptr
-    states, commands = [get_state(model, data)], []
-    terminated = truncated = False
-    while not (terminated or truncated):
-        commands.append(planner.act())
-        _, _, terminated, truncated, _ = env.step(commands[-1])
-        states.append(get_state(model, env.physics.data.ptr))
-    return np.asarray(states), np.asarray(commands), bool(terminated)
+    return closed_loop(env, _PlannerActing(planner))
+
+
+class _PlannerActing:
+    """The planner as a law for ``closed_loop``: it reads the state from the env it is bound to."""
+
+    def __init__(self, planner):
+        self.planner = planner
+
+    def command(self, t: int, state: np.ndarray) -> np.ndarray:
+        return self.planner.act()
 
 
 def joint_rms(model, a: np.ndarray, b: np.ndarray) -> float:
