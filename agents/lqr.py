@@ -65,6 +65,10 @@ class LQRConfig:
     # third (a teacher as robust) gave students that walked the loop in at most 1 of 5 episodes at noise 0.03, the
     # second in 3-5 of 5 for 4 of 7 distillations (docs/npmp.md, "The periodic law in the library")
     cycle_iterations: int = 2
+    # lead-in steps each candidate is also tried taking over at: those where the planner's run is nearest the
+    # candidate's stride at that phase. On looped 07_01-0 the time-indexed lead-in fell under noise where an early
+    # takeover (step 19 of 65) walked on (docs/npmp.md, "A takeover near the cycle")
+    cycle_takeovers: int = 3
     cycle_trials: int = 10         # noisy episodes that rank the candidates (common random numbers)
     cycle_noise: float = 0.1       # their action noise std
     cycle_repeats: int = 8         # strides of the Riccati horizon whose first stride's gains are the periodic gains
@@ -74,12 +78,12 @@ class LQRConfig:
                                                  "velocity_weight", "control_weight", "fd_epsilon")}
         if min(weights.values()) < 0 or self.control_weight <= 0 or self.fd_epsilon <= 0:
             raise ConfigError(f"LQR weights must be >= 0, control_weight and fd_epsilon > 0; got {weights}")
-        cycle = {k: getattr(self, k) for k in ("cycle_starts", "cycle_iterations", "cycle_trials", "cycle_noise",
-                                               "cycle_repeats")}
-        if min(self.cycle_starts, self.cycle_iterations, self.cycle_repeats) < 1 or self.cycle_trials < 0 \
-                or not self.cycle_noise >= 0:
-            raise ConfigError(f"need cycle_starts, cycle_iterations and cycle_repeats >= 1, cycle_trials and "
-                              f"cycle_noise >= 0; got {cycle}")
+        cycle = {k: getattr(self, k) for k in ("cycle_starts", "cycle_iterations", "cycle_takeovers", "cycle_trials",
+                                               "cycle_noise", "cycle_repeats")}
+        if min(self.cycle_starts, self.cycle_iterations, self.cycle_repeats) < 1 \
+                or min(self.cycle_takeovers, self.cycle_trials) < 0 or not self.cycle_noise >= 0:
+            raise ConfigError(f"need cycle_starts, cycle_iterations and cycle_repeats >= 1, cycle_takeovers, "
+                              f"cycle_trials and cycle_noise >= 0; got {cycle}")
 
 
 def get_state(model, data) -> np.ndarray:
@@ -186,11 +190,11 @@ def follow_walker(model, nominal: np.ndarray, state: np.ndarray) -> np.ndarray:
     return moved
 
 
-def planned_nominal(env, planner) -> tuple[np.ndarray, np.ndarray, bool]:
+def planned_nominal(env, planner, steps: int | None = None) -> tuple[np.ndarray, np.ndarray, bool]:
     """(states [T+1], commands [T], terminated): ``planner`` (agents/mpc.py ``TrackingPlanner`` bound to ``env``)
-    driving one noise-free episode of ``env`` from its reset."""
+    driving one noise-free episode of ``env`` from its reset, stopped after ``steps`` steps when given."""
     planner.reset()
-    return closed_loop(env, _PlannerActing(planner))
+    return closed_loop(env, _PlannerActing(planner), steps=steps)
 
 
 class _PlannerActing:
@@ -250,20 +254,44 @@ class PeriodicFeedbackTracker:
         return np.clip(self.commands[phase] + feedback, -1.0, 1.0)
 
 
-def closed_loop(env, law, noise: float = 0.0, rng: np.random.Generator | None = None
+def closed_loop(env, law, noise: float = 0.0, rng: np.random.Generator | None = None, steps: int | None = None
                 ) -> tuple[np.ndarray, np.ndarray, bool]:
     """(states [T+1], commands [T] before the noise, terminated): one episode of ``env`` from its reset driven by
-    ``law.command(t, state)`` executing clip(command + N(0, noise^2), -1, 1)."""
+    ``law.command(t, state)`` executing clip(command + N(0, noise^2), -1, 1), stopped after ``steps`` steps when
+    given."""
     env.reset(seed=0)
     model = env.physics.model.ptr
     states, commands = [get_state(model, env.physics.data.ptr)], []
     terminated = truncated = False
-    while not (terminated or truncated):
+    while not (terminated or truncated or len(commands) == steps):
         commands.append(law.command(env.time_step, states[-1]))
         action = commands[-1] if not noise else np.clip(commands[-1] + noise * rng.standard_normal(model.nu), -1, 1)
         _, _, terminated, truncated, _ = env.step(np.asarray(action, np.float32))
         states.append(get_state(model, env.physics.data.ptr))
     return np.asarray(states), np.asarray(commands), bool(terminated)
+
+
+def cycle_plan_steps(period: int, first: int) -> int:
+    """Steps of the planner's run that ``find_limit_cycle`` reads: through the reference's third repeating stride
+    (strides starting in the first two, and one stride after each). The periodic law needs no more of it."""
+    return first + 3 * period
+
+
+def near_cycle_steps(law: PeriodicFeedbackTracker, nominal: np.ndarray, first: int, count: int) -> list[int]:
+    """Up to ``count`` steps in [``first``, ``law.start``), at least 4 apart, where the ``nominal`` run's state is
+    nearest (``joint_rms``) the law's stride state of that phase: where the law can take over from the lead-in."""
+    model, period = law.model, law.period
+    distance = {t: joint_rms(model, nominal[t], law.states[(t - law.start) % period]) for t in range(first, law.start)}
+    return spaced(sorted(distance, key=distance.get), count)
+
+
+def spaced(ranked: list[int], count: int, gap: int = 4) -> list[int]:
+    """The first ``count`` steps of ``ranked`` (best first) that are at least ``gap`` apart from each kept one."""
+    kept = []
+    for t in ranked:
+        if len(kept) < count and all(abs(t - u) >= gap for u in kept):
+            kept.append(t)
+    return kept
 
 
 def find_limit_cycle(env, lead_in: LinearFeedbackTracker, period: int, first: int, substeps: int,
@@ -277,13 +305,13 @@ def find_limit_cycle(env, lead_in: LinearFeedbackTracker, period: int, first: in
     start (``joint_rms``) among those starting in the reference's first two repeating strides (at least 4 steps
     apart); each next candidate is the stride that the last candidate's law walks, noise-free, right after its first
     wrap (a fixed-point iteration: a fixed point is a stride the law repeats, a limit cycle), ``cycle_iterations``
-    candidates from each start. Each candidate's law, taking over at its start and at ``first``, walks once
-    noise-free and, if it finishes, ``cycle_trials`` times under action noise ``cycle_noise`` (the same noise for
+    candidates from each start. Each candidate's law, taking over at its start and at the ``cycle_takeovers``
+    earlier steps where the planner's run is nearest its stride (``near_cycle_steps``), walks once noise-free and, if it finishes, ``cycle_trials`` times under action noise ``cycle_noise`` (the same noise for
     every candidate). The law kept walks longest under noise among those that finish noise-free, ties going to the
     one whose noise-free strides repeat most closely. The iteration is not a contraction (on looped 08_02-0 the
     strides drift again after two or three steps), which start works is not told by how well it closes, and on
-    looped 07_01-0 the time-indexed law falls under noise before a late takeover (docs/npmp.md), hence the ranking
-    rather than a convergence test."""
+    looped 07_01-0 the time-indexed law falls under noise before a late takeover where an early one near the cycle
+    walks on (docs/npmp.md), hence the ranking rather than a convergence test."""
     config = lead_in.config
     model, nominal = lead_in.model, lead_in.states
     closures = {t: joint_rms(model, nominal[t], nominal[t + period])
@@ -291,10 +319,7 @@ def find_limit_cycle(env, lead_in: LinearFeedbackTracker, period: int, first: in
     if not closures:
         raise ConfigError(f"the planner's run ({len(nominal) - 1} steps) holds no stride of {period} steps starting "
                           f"in steps {first}-{first + 2 * period - 1}")
-    starts = []
-    for t in sorted(closures, key=closures.get):
-        if len(starts) < config.cycle_starts and all(abs(t - u) >= 4 for u in starts):
-            starts.append(t)
+    starts = spaced(sorted(closures, key=closures.get), config.cycle_starts)
     report, laws = [], []
 
     def measure(law, start, iteration, closure):
@@ -319,8 +344,8 @@ def find_limit_cycle(env, lead_in: LinearFeedbackTracker, period: int, first: in
             law = PeriodicFeedbackTracker(lead_in, start, states, commands, substeps, config.cycle_repeats)
             closure = joint_rms(model, states[0], states[-1])
             run, run_commands = measure(law, start, iteration, closure)
-            if first < start:
-                measure(law.taking_over_at(first), start, iteration, closure)
+            for takeover in near_cycle_steps(law, nominal, first, config.cycle_takeovers):
+                measure(law.taking_over_at(takeover), start, iteration, closure)
             wrap = start + period
             if len(run) < wrap + period + 1:
                 break   # no full stride after the wrap to iterate on

@@ -213,7 +213,8 @@ def test_a_periodic_law_around_a_limit_cycle_repeats_its_stride_where_the_nomina
     are) differs from stride to stride; the law it finds acts on the phase, finishes the episode, and the run it
     walks repeats its stride far more closely than the nominal did. PeriodicFeedbackTracker acts as the lead-in
     law before its takeover and gives the stride's command on the stride's state."""
-    from agents.lqr import PeriodicFeedbackTracker, closed_loop, find_limit_cycle, joint_rms
+    from agents.lqr import (PeriodicFeedbackTracker, closed_loop, cycle_plan_steps, find_limit_cycle, joint_rms,
+                            near_cycle_steps)
 
     period, steps = 20, 160
     env = SwingEnv(steps)
@@ -231,6 +232,9 @@ def test_a_periodic_law_around_a_limit_cycle_repeats_its_stride_where_the_nomina
     chosen = [r for r in report if r.get("chosen")]
     assert len(chosen) == 1 and not chosen[0]["noise_free_fell"] and len(chosen[0]["noisy_steps"]) == 3
     assert {r["start"] for r in report} <= set(range(10, 10 + 2 * period)) and len({r["start"] for r in report}) == 2
+    for r in report:   # each candidate also takes over early, where the nominal is nearest its stride
+        assert r["takeover"] == r["start"] or 10 <= r["takeover"] <= r["start"] - 1
+    assert any(r["takeover"] < r["start"] for r in report)
     run, _, fell = closed_loop(env, law)
     assert not fell
     spread = max(joint_rms(model, run[k], run[k + period]) for k in settled)
@@ -240,11 +244,27 @@ def test_a_periodic_law_around_a_limit_cycle_repeats_its_stride_where_the_nomina
     np.testing.assert_allclose(law.command(law.takeover - 1, probe), lead_in.command(law.takeover - 1, probe))
     for t in (law.start + 3, law.start + 3 + 4 * period):
         np.testing.assert_allclose(law.command(t, law.states[3]), np.clip(law.commands[3], -1, 1))
+    # the search reads the nominal only through cycle_plan_steps: a run stopped there gives the same starts and a
+    # law that finishes too (what a looped walk's collection plans: about a third of a 10 s walk)
+    short = cycle_plan_steps(period, 10)
+    short_states, short_commands, fell = closed_loop(env, replay, steps=short)
+    assert len(short_commands) == short == 70 and not fell
+    np.testing.assert_array_equal(short_states, states[:short + 1])
+    short_law, short_report = find_limit_cycle(
+        env, LinearFeedbackTracker(model, short_states, short_commands, env.substeps, config), period, 10,
+        env.substeps)
+    assert [r["start"] for r in short_report] == [r["start"] for r in report] and not closed_loop(env, short_law)[2]
+    near = near_cycle_steps(law, states, 10, 3)
+    distance = [joint_rms(model, states[t], law.states[(t - law.start) % period]) for t in range(10, law.start)]
+    assert near and near[0] == 10 + int(np.argmin(distance)) and all(abs(a - b) >= 4 for a in near for b in near
+                                                                      if a != b)
     late, early = law.taking_over_at(law.start), law.taking_over_at(10)
     assert early.phase(10) == (10 - law.start) % period and early.gains is law.gains and late.phase(10) is None
     with pytest.raises(ConfigError, match="no stride of"):
         find_limit_cycle(env, lead_in, steps, 10, env.substeps)
     with pytest.raises(ConfigError, match="cycle_starts"):
         LQRConfig(cycle_starts=0).validate()
+    with pytest.raises(ConfigError, match="cycle_takeovers"):
+        LQRConfig(cycle_takeovers=-1).validate()
     with pytest.raises(ValueError, match="one more state"):
         PeriodicFeedbackTracker(lead_in, 0, states[:3], commands[:3], env.substeps)

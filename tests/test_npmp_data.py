@@ -370,3 +370,13 @@ def test_primitives_driving_a_planner_rollout_match_their_own_closed_loop_run():
     assert len(episode["actions"]) == steps and episode["rewards"].sum() == pytest.approx(total, rel=1e-4)
     assert episode["mean_actions"].shape == episode["actions"].shape
     assert not np.allclose(episode["mean_actions"], episode["actions"])   # the labels are the planner's
+
+
+def test_a_planner_run_stopped_for_a_periodic_law_is_refused_where_the_whole_run_is_read():
+    """A looped walk's periodic law plans only through the loop's third stride and records where it stopped; the
+    time-indexed law and the anchored planner read every step of the run, so such a run is one clear error there."""
+    whole = {"physics_states": np.zeros((5, 3)), "commands": np.zeros((4, 2)), "stopped_at": np.int64(-1)}
+    data.require_whole_run(whole, "07_01-0-loop10", "the time-indexed LQR law")
+    data.require_whole_run({k: v for k, v in whole.items() if k != "stopped_at"}, "07_01-0", "older data")
+    with pytest.raises(ConfigError, match="stops after 124 steps.*periodic=true"):
+        data.require_whole_run({**whole, "stopped_at": np.int64(124)}, "07_01-0-loop10", "the anchored planner")

@@ -259,6 +259,16 @@ class PlannerExpert:
         return np.asarray(command, np.float32)
 
 
+def require_whole_run(plan: dict, snippet: str, user: str) -> None:
+    """``ConfigError`` if the saved planner run ``plan`` stopped early (a periodic law's plan covers only the loop's
+    first strides, ``FeedbackExpert``): ``user`` reads the run at every step of the snippet."""
+    stopped_at = int(plan.get("stopped_at", -1))
+    if stopped_at >= 0:
+        raise ConfigError(f"{snippet}: the saved planner run stops after {stopped_at} steps (planned for a periodic "
+                          f"law); {user} needs the whole run: plan again without --plan-from, or use "
+                          "--lqr-set periodic=true")
+
+
 class AnchoredPlannerExpert(PlannerExpert):
     """The planner labelling with no memory of the episode it labels: at every state it refines the plan its own
     noise-free run of the snippet followed at the same clip time (``TrackingPlanner.knots_along``), not the plan it
@@ -279,6 +289,7 @@ class AnchoredPlannerExpert(PlannerExpert):
         if self.plan is None:
             states, commands, _ = planned_nominal(env, self.planner)
             self.plan = {"physics_states": states, "commands": commands}
+        require_whole_run(self.plan, self.snippet, "the anchored planner")
         self.env = env
         return env
 
@@ -313,13 +324,18 @@ class FeedbackExpert(PlannerExpert):
         self.stride = looped_stride_of(snippet, mocap) if self.lqr_config.periodic else None
 
     def make_env(self, seed: int | None = None):
-        from agents.lqr import LinearFeedbackTracker, find_limit_cycle, planned_nominal
+        from agents.lqr import LinearFeedbackTracker, cycle_plan_steps, find_limit_cycle, planned_nominal
 
         env = super().make_env(seed)
         if self.tracker is None:
+            # a periodic law reads the planner's run only through the loop's third stride: plan that far, not the
+            # whole looped walk (124 of 328 steps on looped 07_01-0, 10 s)
+            steps = cycle_plan_steps(self.stride[1] - self.stride[0], self.stride[0]) if self.stride else None
             if self.plan is None:
-                states, commands, _ = planned_nominal(env, self.planner)
-                self.plan = {"physics_states": states, "commands": commands}
+                states, commands, _ = planned_nominal(env, self.planner, steps)
+                self.plan = {"physics_states": states, "commands": commands, "stopped_at": np.int64(steps or -1)}
+            elif steps is None:
+                require_whole_run(self.plan, self.snippet, "the time-indexed LQR law")
             tracker = LinearFeedbackTracker(env.physics.model.ptr, self.plan["physics_states"],
                                             self.plan["commands"], self.planner.substeps, self.lqr_config)
             if self.stride is not None:
