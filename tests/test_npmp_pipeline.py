@@ -303,7 +303,11 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     for key in ("commands", "physics_states"):
         np.testing.assert_array_equal(refollowed["plan"][key], result["plan"][key])
     assert meta["ending"] == "fall" and meta["lqr"]["follow_walker"] is True
-    assert meta["plan_from"] == str(data.resolve())
+    assert meta["plan_from"] == [str(data.resolve())]
+    capsys.readouterr()   # several files may hold the runs; each must exist
+    assert npmp_main([*common, *following, "--snippets", looped, "--mocap", str(mocap), "--data",
+                      str(tmp_path / "v.h5"), "--plan-from", str(data), str(tmp_path / "none.h5")]) == 2
+    assert "no data file" in capsys.readouterr().err and not (tmp_path / "v.h5").exists()
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(fall_round),
                       "--trajectories", "1", "--processes", "1", *following]) == 0
     round_meta = NPMPDataset(fall_round).meta["relabelled"][-1]
@@ -330,6 +334,17 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     shipped, merged = tmp_path / "shipped.h5", tmp_path / "merged.h5"
     assert npmp_main([*common, "--planner-set", "warm_start_decay=1.0", "--snippets", TRAIN, "--data",
                       str(shipped)]) == 0
+    # saved runs come from the first file holding the snippet's; a snippet none of them holds is planned
+    again, planned_again = tmp_path / "again.h5", tmp_path / "planned_again.h5"
+    capsys.readouterr()
+    assert npmp_main([*common, "--snippets", looped, "--mocap", str(mocap), "--data", str(again),
+                      "--plan-from", str(shipped), str(data)]) == 0
+    (reused,), _ = read_results(again)
+    np.testing.assert_array_equal(reused["plan"]["commands"], result["plan"]["commands"])
+    assert reused["attrs"]["plan_from"] == str(data)
+    assert npmp_main([*common, "--snippets", looped, "--mocap", str(mocap), "--data", str(planned_again),
+                      "--plan-from", str(shipped)]) == 0
+    assert read_results(planned_again)[0][0]["attrs"]["plan_from"] == ""
     capsys.readouterr()
     assert npmp_main(["merge", str(shipped), str(data), "--out", str(merged)]) == 2
     assert "--mixed-planners" in capsys.readouterr().err and not merged.exists()

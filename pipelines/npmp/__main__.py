@@ -62,9 +62,10 @@ def _collect_args(p):
                    help="a setting of --expert-policy lqr (agents.lqr.LQRConfig: cost weights; follow_walker=true: "
                         "the law ignores the walker's drift from the planner's path and heading; periodic=true: on "
                         "looped snippets, the law around a limit cycle from the loop's first stride on)")
-    p.add_argument("--plan-from", type=Path, default=None,
-                   help="--expert-policy lqr: rebuild each snippet's law around the planner run saved in this data "
-                        "file (an earlier LQR collection with the same planner settings) instead of planning again")
+    p.add_argument("--plan-from", type=Path, nargs="+", default=None, metavar="DATA",
+                   help="--expert-policy lqr: rebuild each snippet's law around the planner run saved in these data "
+                        "files (earlier LQR collections with the same planner settings; the first holding the "
+                        "snippet) instead of planning again; a snippet none of them holds is planned")
     _ending_arg(p, "rollouts")
     p.add_argument("--trajectories", type=int, default=20,
                    help="noisy rollouts per expert (thesis: 100)")
@@ -210,9 +211,10 @@ def collection_jobs(args) -> tuple[list, dict]:
         elif args.plan_from or args.lqr_set:
             raise ConfigError("--plan-from and --lqr-set need --expert-policy lqr")
         if args.plan_from:
-            if not args.plan_from.is_file():
-                raise ConfigError(f"no data file {args.plan_from} to take the planner's runs from")
-            expert_meta["plan_from"] = _repo_relative(args.plan_from)
+            for path in args.plan_from:
+                if not path.is_file():
+                    raise ConfigError(f"no data file {path} to take the planner's runs from")
+            expert_meta["plan_from"] = [_repo_relative(path) for path in args.plan_from]
     else:
         if args.expert_policy != "plan":
             raise ConfigError("--expert-policy lqr needs --experts mpc (the LQR law is built around a planner's run)")
@@ -230,7 +232,7 @@ def collection_jobs(args) -> tuple[list, dict]:
     jobs = [data.CollectJob(snippet, source, str(parts / f"{snippet}.h5"), args.seed + i, args.trajectories,
                             args.action_noise, args.perturbation_trajectories, settings,
                             {**collection, "seed": args.seed + i}, lqr, mocap,
-                            str(args.plan_from) if args.plan_from else None, env_options)
+                            tuple(map(str, args.plan_from)) if args.plan_from else None, env_options)
             for i, (snippet, source) in enumerate(zip(snippets, sources))]
     return jobs, {**collection, "seed": args.seed, "held_out": list(args.held_out)}
 

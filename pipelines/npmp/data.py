@@ -74,7 +74,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 import h5py
 import numpy as np
@@ -661,7 +661,7 @@ class CollectJob:
     """One snippet's share of a collection, written to its own file ``path`` (a "part") as soon as it is done, so a
     collection that stops (a killed worker or driver, a deadline) keeps every finished snippet and resumes with the
     rest. ``expert``: "mpc" (a planner on ``snippet`` with MPCConfig ``settings``; with ``lqr`` settings, the LQR
-    law around its run, rebuilt from the run saved in ``plan_from`` when given) or an svg0 expert run directory;
+    law around its run, rebuilt from the run saved in the first of the ``plan_from`` files holding it, when given) or an svg0 expert run directory;
     ``env_options``: more options of the tracking env; ``meta`` is stored in the part and must match for the part
     to be reused."""
     snippet: str
@@ -675,16 +675,18 @@ class CollectJob:
     meta: dict | None = None
     lqr: dict | None = None
     mocap: str | None = None
-    plan_from: str | None = None
+    plan_from: tuple[str, ...] | None = None
     env_options: dict | None = None
 
 
 def run_collect_job(job: CollectJob) -> str:
     """Collect ``job.snippet`` and write its part file (atomically); returns the part's path."""
     if job.expert == "mpc":
-        plan = plan_of(job.plan_from, job.snippet, job.settings, job.mocap) if job.plan_from else None
+        plan, source = plan_of(job.plan_from, job.snippet, job.settings, job.mocap) if job.plan_from else (None, None)
         result = collect_planner(job.snippet, job.trajectories, job.action_noise_std, job.perturbation_trajectories,
                                  job.seed, job.settings, job.lqr, job.mocap, plan, job.env_options)
+        if job.lqr is not None:   # which saved run the law was built around ("": planned here)
+            result["attrs"]["plan_from"] = source or ""
     else:
         result = collect_expert(job.expert, job.trajectories, job.action_noise_std, job.perturbation_trajectories,
                                 job.seed)
@@ -720,20 +722,26 @@ def run_relabel_job(job: RelabelJob) -> str:
     return str(write_dataset(job.path, [with_relabelled(result, relabelled)], meta=job.meta))
 
 
-def plan_of(path: Path | str, snippet: str, settings: dict | None, mocap: str | None) -> dict:
-    """The planner's run of ``snippet`` saved in the LQR collection ``path``, checked to come from a planner with
-    ``settings`` on the same mocap file (a run planned otherwise is another nominal)."""
-    results, meta = read_results(path)
-    found = [r for r in results if r["snippet"] == snippet]
-    if not found or "plan" not in found[0]:
-        raise ConfigError(f"{path} holds no planner run of {snippet} (collect it with --expert-policy lqr)")
+def plan_of(paths: Sequence[Path | str], snippet: str, settings: dict | None, mocap: str | None
+            ) -> tuple[dict | None, str | None]:
+    """(run, path): the planner's run of ``snippet`` saved in the first of the LQR collections ``paths`` holding one
+    (None, None if none does: the snippet is planned), checked to come from a planner with ``settings`` on the same
+    mocap file (a run planned otherwise is another nominal)."""
+    for path in paths:
+        results, meta = read_results(path)
+        found = [r for r in results if r["snippet"] == snippet and "plan" in r]
+        if found:
+            break
+    else:
+        print(f"{snippet}: no planner run saved in {', '.join(map(str, paths))}; planning it", flush=True)
+        return None, None
     if settings is not None and meta.get("planner") != settings:
         raise ConfigError(f"{path}'s planner runs were made with other settings ({meta.get('planner')}) than these "
                           f"({settings})")
     if snippet_mocap(found[0]["attrs"]) != mocap:
         raise ConfigError(f"{path} planned {snippet} on {snippet_mocap(found[0]['attrs']) or 'the shipped mocap'}, "
                           f"not on {mocap or 'the shipped mocap'}")
-    return found[0]["plan"]
+    return found[0]["plan"], str(path)
 
 
 def finished_part(job: CollectJob | RelabelJob) -> bool:
