@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 
 import mujoco
 import numpy as np
@@ -207,6 +208,10 @@ class _PlannerActing:
         return self.planner.act()
 
 
+def _settings(config: LQRConfig) -> str:
+    return json.dumps(dataclasses.asdict(config), sort_keys=True)
+
+
 def joint_rms(model, a: np.ndarray, b: np.ndarray) -> float:
     """RMS difference of the joint angles of two full-physics states (rad; a free root's 6 coordinates left out)."""
     first = 6 if model.njnt and model.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE else 0
@@ -234,6 +239,24 @@ class PeriodicFeedbackTracker:
         A, B = linearise(self.model, self.states[:-1], self.commands, substeps, lead_in.config.fd_epsilon)
         Q, R = cost_matrices(self.model, lead_in.config)
         self.gains = riccati_gains(np.concatenate([A] * repeats), np.concatenate([B] * repeats), Q, R)[:self.period]
+
+    def saved(self) -> dict[str, np.ndarray]:
+        """The law as arrays to store with a collection, with the settings it was found with; ``restored`` rebuilds
+        it without searching again (the search costs minutes a walk, the gains seconds)."""
+        return {"cycle_states": self.states, "cycle_commands": self.commands, "cycle_start": np.int64(self.start),
+                "cycle_takeover": np.int64(self.takeover), "cycle_config": np.bytes_(_settings(self.lead_in.config))}
+
+    @classmethod
+    def restored(cls, lead_in: LinearFeedbackTracker, saved: dict, substeps: int) -> "PeriodicFeedbackTracker | None":
+        """The law ``saved`` (``PeriodicFeedbackTracker.saved``) around ``lead_in``; None if there is none, or if it
+        was found with other LQR settings than ``lead_in``'s (then the search must run again)."""
+        if "cycle_states" not in saved:
+            return None
+        config = saved["cycle_config"]
+        if (config.decode() if isinstance(config, bytes) else str(config)) != _settings(lead_in.config):
+            return None
+        return cls(lead_in, int(saved["cycle_start"]), saved["cycle_states"], saved["cycle_commands"], substeps,
+                   lead_in.config.cycle_repeats, int(saved["cycle_takeover"]))
 
     def taking_over_at(self, takeover: int) -> "PeriodicFeedbackTracker":
         """The same law acting from step ``takeover`` (nothing recomputed)."""

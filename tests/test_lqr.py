@@ -1,6 +1,9 @@
 """Time-varying LQR around a nominal run (agents/lqr.py): Riccati gains against the algebraic Riccati equation, the
 chained finite-difference linearisation against the simulator, feedback that holds an inverted pendulum up, the
 law that follows the walker, and the periodic law around a limit cycle."""
+import dataclasses
+
+import h5py
 import mujoco
 import numpy as np
 import pytest
@@ -208,7 +211,7 @@ class SwingEnv:
         return None, 0.0, terminated, self.time_step >= self.steps and not terminated, {}
 
 
-def test_a_periodic_law_around_a_limit_cycle_repeats_its_stride_where_the_nominal_did_not():
+def test_a_periodic_law_around_a_limit_cycle_repeats_its_stride_where_the_nominal_did_not(tmp_path):
     """find_limit_cycle: the nominal run (a swing driven with period 20 steps, its commands jittered as a planner's
     are) differs from stride to stride; the law it finds acts on the phase, finishes the episode, and the run it
     walks repeats its stride far more closely than the nominal did. PeriodicFeedbackTracker acts as the lead-in
@@ -254,6 +257,20 @@ def test_a_periodic_law_around_a_limit_cycle_repeats_its_stride_where_the_nomina
         env, LinearFeedbackTracker(model, short_states, short_commands, env.substeps, config), period, 10,
         env.substeps)
     assert [r["start"] for r in short_report] == [r["start"] for r in report] and not closed_loop(env, short_law)[2]
+    # the law found is stored with the data and rebuilt from it without a search, only under the same settings
+    stored = tmp_path / "law.h5"
+    with h5py.File(stored, "w") as f:
+        for key, value in law.saved().items():
+            f[key] = value
+    with h5py.File(stored, "r") as f:
+        saved = {key: f[key][()] for key in f}
+    again = PeriodicFeedbackTracker.restored(lead_in, saved, env.substeps)
+    assert (again.start, again.takeover, again.period) == (law.start, law.takeover, law.period)
+    for t in (law.takeover - 1, law.start + 5, law.start + 5 + 3 * period):
+        np.testing.assert_allclose(again.command(t, run[min(t, len(run) - 1)]), law.command(t, run[min(t, len(run) - 1)]))
+    other = LinearFeedbackTracker(model, states, commands, env.substeps, dataclasses.replace(config, cycle_takeovers=1))
+    assert PeriodicFeedbackTracker.restored(other, saved, env.substeps) is None
+    assert PeriodicFeedbackTracker.restored(lead_in, {"commands": commands}, env.substeps) is None
     near = near_cycle_steps(law, states, 10, 3)
     distance = [joint_rms(model, states[t], law.states[(t - law.start) % period]) for t in range(10, law.start)]
     assert near and near[0] == 10 + int(np.argmin(distance)) and all(abs(a - b) >= 4 for a in near for b in near

@@ -324,7 +324,8 @@ class FeedbackExpert(PlannerExpert):
         self.stride = looped_stride_of(snippet, mocap) if self.lqr_config.periodic else None
 
     def make_env(self, seed: int | None = None):
-        from agents.lqr import LinearFeedbackTracker, cycle_plan_steps, find_limit_cycle, planned_nominal
+        from agents.lqr import (LinearFeedbackTracker, PeriodicFeedbackTracker, cycle_plan_steps, find_limit_cycle,
+                                planned_nominal)
 
         env = super().make_env(seed)
         if self.tracker is None:
@@ -339,15 +340,20 @@ class FeedbackExpert(PlannerExpert):
             tracker = LinearFeedbackTracker(env.physics.model.ptr, self.plan["physics_states"],
                                             self.plan["commands"], self.planner.substeps, self.lqr_config)
             if self.stride is not None:
-                start, end = self.stride
-                search_env = self._env(seed=0, ending="fall")   # candidates walk until they fall or finish
-                try:
-                    tracker, self.cycle_report = find_limit_cycle(search_env, tracker, end - start, start,
-                                                                  self.planner.substeps)
-                except ConfigError as e:
-                    raise ConfigError(f"{self.snippet}: {e}") from None
-                finally:
-                    search_env.close()
+                restored = PeriodicFeedbackTracker.restored(tracker, self.plan, self.planner.substeps)
+                if restored is not None:   # found by the collection with these settings: no search
+                    tracker = restored
+                else:
+                    start, end = self.stride
+                    search_env = self._env(seed=0, ending="fall")   # candidates walk until they fall or finish
+                    try:
+                        tracker, self.cycle_report = find_limit_cycle(search_env, tracker, end - start, start,
+                                                                      self.planner.substeps)
+                    except ConfigError as e:
+                        raise ConfigError(f"{self.snippet}: {e}") from None
+                    finally:
+                        search_env.close()
+                    self.plan = {**self.plan, **tracker.saved()}   # stored with the data (``collect_from``)
             self.tracker = tracker
         self.env = env
         return env
