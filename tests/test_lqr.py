@@ -267,7 +267,8 @@ def test_a_periodic_law_around_a_limit_cycle_repeats_its_stride_where_the_nomina
     again = PeriodicFeedbackTracker.restored(lead_in, saved, env.substeps)
     assert (again.start, again.takeover, again.period) == (law.start, law.takeover, law.period)
     for t in (law.takeover - 1, law.start + 5, law.start + 5 + 3 * period):
-        np.testing.assert_allclose(again.command(t, run[min(t, len(run) - 1)]), law.command(t, run[min(t, len(run) - 1)]))
+        state = run[min(t, len(run) - 1)]
+        np.testing.assert_allclose(again.command(t, state), law.command(t, state))
     other = LinearFeedbackTracker(model, states, commands, env.substeps, dataclasses.replace(config, cycle_takeovers=1))
     assert PeriodicFeedbackTracker.restored(other, saved, env.substeps) is None
     assert PeriodicFeedbackTracker.restored(lead_in, {"commands": commands}, env.substeps) is None

@@ -667,9 +667,9 @@ class CollectJob:
     """One snippet's share of a collection, written to its own file ``path`` (a "part") as soon as it is done, so a
     collection that stops (a killed worker or driver, a deadline) keeps every finished snippet and resumes with the
     rest. ``expert``: "mpc" (a planner on ``snippet`` with MPCConfig ``settings``; with ``lqr`` settings, the LQR
-    law around its run, rebuilt from the run saved in the first of the ``plan_from`` files holding it, when given) or an svg0 expert run directory;
-    ``env_options``: more options of the tracking env; ``meta`` is stored in the part and must match for the part
-    to be reused."""
+    law around its run, rebuilt from the run saved in the first of the ``plan_from`` files holding it, when given)
+    or an svg0 expert run directory; ``env_options``: more options of the tracking env; ``meta`` is stored in the
+    part and must match for the part to be reused."""
     snippet: str
     expert: str
     path: str
