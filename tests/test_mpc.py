@@ -302,3 +302,25 @@ def test_expert_benchmark_draws_the_planned_episode(tmp_path):
     strip = iio.imread(tmp_path / "frames" / f"{SNIPPET}.png")
     width = strip.shape[0] * 4 // 3   # the walker's camera renders 4:3
     assert strip.shape[1] % width == 0 and strip.shape[1] // width == 1 + steps // 33 + (steps % 33 > 0)
+
+
+def test_velocity_term_benchmark_reads_the_joints_of_the_stored_state(env):
+    """benchmarks/velocity_term.py splits the joint-velocity error of a stored run; on a reference made of the run
+    itself it finds no error, and on the run two steps ahead it finds the walker's lag."""
+    from benchmarks.velocity_term import joint_layout, velocity_errors
+
+    names, qpos, qvel = joint_layout()
+    planner = TrackingPlanner(env, MPCConfig(threads=1))
+    np.testing.assert_array_equal(qpos, 1 + planner.features.joint_qpos)
+    np.testing.assert_array_equal(qvel, 1 + planner.model.nq + planner.features.joint_dof)
+    states = [full_state(planner.model, env.physics.data.ptr)]
+    for t in range(12):
+        env.step(env.feed_forward_actions()[t + 1])
+        states.append(full_state(planner.model, env.physics.data.ptr))
+    states = np.array(states)
+    same = velocity_errors(states, states[:, qpos], states[:, qvel], qpos, qvel, names)
+    assert same["E"] == 0 and same["velocity_term"] == 1 and same["lagged"][0] == 0 and same["jitter"] > 0
+    ahead = np.concatenate([states[2:], states[-1:], states[-1:]])   # the walker two steps behind it
+    lagging = velocity_errors(states, ahead[:, qpos], ahead[:, qvel], qpos, qvel, names)
+    assert lagging["lagged"][2] == 0 < lagging["E"] and min(lagging["lagged"], key=lagging["lagged"].get) == 2
+    assert set(lagging["joints"]) == {"knees", "ankles", "toes", "hips", "spine and neck", "arms"}

@@ -9,6 +9,7 @@ import torch
 from priors.io import ModuleFileError, sha256_file
 from priors.models import ar1_chain
 from priors.npmp import NPMP, NPMPConfig, load_primitives, save_primitives
+from pipelines.npmp.distill import DistillConfig, lr_factor
 from pipelines.npmp.evaluate import optimise_latents
 
 
@@ -100,6 +101,16 @@ def test_latent_optimisation_reduces_the_action_error():
     states, actions = torch.randn(8, 3), torch.rand(8, 2) * 2 - 1
     _, before, after = optimise_latents(model, states, actions, torch.zeros(8, 2), iterations=200)
     assert after < before
+
+
+def test_cosine_learning_rate_starts_at_lr_and_ends_near_zero():
+    constant, cosine = DistillConfig(steps=100), DistillConfig(steps=100, lr_schedule="cosine")
+    assert [lr_factor(constant, s) for s in (1, 50, 100)] == [1.0, 1.0, 1.0]
+    factors = [lr_factor(cosine, s) for s in range(1, 101)]
+    assert factors[0] == 1.0 and abs(factors[50] - 0.5) < 1e-12 and 0 < factors[-1] < 1e-3
+    assert all(a > b for a, b in zip(factors, factors[1:]))
+    with pytest.raises(ValueError, match="lr_schedule"):
+        DistillConfig(lr_schedule="step").validate()
 
 
 def test_state_normalisation_feeds_both_networks_standardised_states_and_is_saved(tmp_path):

@@ -152,10 +152,11 @@ def test_lqr_experts_label_with_the_feedback_law_around_the_planners_run(tmp_pat
     # a DAgger round continues from the primitives: their normalisation kept, their own training recorded
     continued = tmp_path / "continued"
     assert npmp_main(["distill", "--data", str(relabelled), "--init", str(primitives), "--distill-steps", "2",
-                      "--batch", "4", "--out", str(continued)]) == 0
+                      "--batch", "4", "--lr-schedule", "cosine", "--out", str(continued)]) == 0
     (first, first_meta), (second, second_meta) = load_primitives(primitives), load_primitives(continued)
     assert torch.equal(first.state_shift, second.state_shift) and second.config == first.config
     assert second_meta["continued_from"]["distill"] == first_meta["distill"] and second_meta["distill"]["steps"] == 2
+    assert second_meta["distill"]["lr_schedule"] == "cosine" and first_meta["distill"]["lr_schedule"] == "constant"
     assert second_meta["continued_from"]["data"] == first_meta["data"] and second_meta["data"].endswith("dagger.h5")
     capsys.readouterr()   # continuing takes the primitives' own beta; asking for another is an error, not ignored
     assert npmp_main(["distill", "--data", str(relabelled), "--init", str(primitives), "--beta", "1.0",
@@ -311,6 +312,9 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(fall_round),
                       "--trajectories", "1", "--processes", "1", *following]) == 0
     round_meta = NPMPDataset(fall_round).meta["relabelled"][-1]
+    (kept,), _ = read_results(fall_round)   # the round keeps the run its labeller was built around
+    for key in ("commands", "physics_states"):
+        np.testing.assert_array_equal(kept["plan"][key], result["plan"][key])
     assert round_meta["ending"] == "fall" and round_meta["lqr"] == {**meta["lqr"]}
     # the periodic law: only for a looped snippet, whose stride the mocap file records
     capsys.readouterr()

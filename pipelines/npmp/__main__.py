@@ -99,6 +99,8 @@ def _distill_args(p):
     p.add_argument("--distill-steps", type=int, default=2000)
     p.add_argument("--batch", type=int, default=64, help="BC subsequences per update (thesis: 512)")
     p.add_argument("--lr", type=float, default=1e-4, help="Adam's learning rate (thesis: 1e-4)")
+    p.add_argument("--lr-schedule", choices=("constant", "cosine"), default="constant",
+                   help="cosine: decay the learning rate to 0 over the run")
     p.add_argument("--init", type=Path, default=None,
                    help="primitives to continue training from (e.g. after a DAgger round); their model settings win")
     p.add_argument("--latent-dim", type=int, default=60)
@@ -371,7 +373,8 @@ def distill(args) -> Path:
                                   decoder_hidden=_widths(args.decoder_hidden),
                                   beta=0.1 if args.beta is None else args.beta,
                                   lookahead_source=args.lookahead)
-    config = DistillConfig(scheme=args.scheme, steps=args.distill_steps, batch=args.batch, lr=args.lr, seed=args.seed)
+    config = DistillConfig(scheme=args.scheme, steps=args.distill_steps, batch=args.batch, lr=args.lr,
+                           lr_schedule=args.lr_schedule, seed=args.seed)
     # clips of another mocap file than the shipped one (looped walks): evaluate reads their reference there
     mocaps = {s: m for s in dataset.snippets if (m := snippet_mocap(dataset.attrs[s]))}
     # one distillation per primitives directory; the lock lies beside it, since saving replaces the directory

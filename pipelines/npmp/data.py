@@ -530,12 +530,15 @@ def collect_from(expert, trajectories: int, action_noise_std: float, perturbatio
 
 def relabel_planner(snippet: str, primitives: str, trajectories: int, action_noise_std: float, seed: int,
                     settings: dict | None = None, lqr: dict | None = None, plan: dict | None = None,
-                    mocap: str | None = None, anchored: bool = False, env_options: dict | None = None) -> dict:
+                    mocap: str | None = None, anchored: bool = False, env_options: dict | None = None
+                    ) -> tuple[dict, dict | None]:
     """DAgger data for one snippet: ``trajectories`` episodes driven by the primitives (closed loop on the clip's
     reference, action noise ``action_noise_std``), every visited state labelled by the planner. A departure from
     the seed (its BC data, eq 8.4, visits only states of the noisy expert): the primitives' own mistakes take them
     to states the expert never visits, and these teach the next distillation what to do there. Returns the ``bc``
-    arrays of ``collect_from`` (the executed actions are the primitives'). With ``lqr`` the labels are the LQR
+    arrays of ``collect_from`` (the executed actions are the primitives') and the planner's run the labeller used
+    (None for the planner itself), with the periodic law it chose when it searched one, so the next round rebuilds
+    that law instead of searching again. With ``lqr`` the labels are the LQR
     law's, with ``anchored`` the planner's warm-started from its own run (``planner_expert``); ``env_options`` as
     there (``ending="fall"``: the episodes end on a fall only, not where the walker strays from the reference's
     path)."""
@@ -553,7 +556,7 @@ def relabel_planner(snippet: str, primitives: str, trajectories: int, action_noi
                     for _ in range(trajectories)]
     finally:
         env.close()
-    return _concatenate(episodes)
+    return _concatenate(episodes), getattr(expert, "plan", None)
 
 
 def with_relabelled(result: dict, relabelled: dict) -> dict:
@@ -722,10 +725,13 @@ class RelabelJob:
 def run_relabel_job(job: RelabelJob) -> str:
     """Relabel ``job.snippet`` and write its part (the snippet's old data plus the new episodes), atomically."""
     (result,) = [r for r in read_results(job.data)[0] if r["snippet"] == job.snippet]
-    relabelled = relabel_planner(job.snippet, job.primitives, job.trajectories, job.action_noise_std, job.seed,
-                                 job.settings, job.lqr, result.get("plan"), job.mocap, job.anchored,
-                                 job.env_options)
-    return str(write_dataset(job.path, [with_relabelled(result, relabelled)], meta=job.meta))
+    relabelled, plan = relabel_planner(job.snippet, job.primitives, job.trajectories, job.action_noise_std, job.seed,
+                                       job.settings, job.lqr, result.get("plan"), job.mocap, job.anchored,
+                                       job.env_options)
+    result = with_relabelled(result, relabelled)
+    if plan is not None:   # the same run, plus the periodic law the labeller searched (agents/lqr.py ``saved``)
+        result["plan"] = {k: np.asarray(v) for k, v in plan.items()}
+    return str(write_dataset(job.path, [result], meta=job.meta))
 
 
 def plan_of(paths: Sequence[Path | str], snippet: str, settings: dict | None, mocap: str | None

@@ -8,9 +8,10 @@ Two training schemes on the data of ``pipelines/npmp/data.py``:
   with ``perturbations`` i.i.d. state perturbations delta_s ~ Delta, targets a* + J* delta_s; the thesis's batches
   are 32 subsequences x 5 perturbations of length 30.
 
-Optimiser: Adam, lr 1e-4, reparameterised z (§8.5.4). Batch sizes default to the thesis's in ``--scale thesis``;
-the default ``DistillConfig`` batch is smaller (64 subsequences) because a 3 x 1024 decoder on 512 x 30 steps takes
-several seconds per update on one CPU core -- the setting is recorded in the saved primitives.
+Optimiser: Adam, lr 1e-4, reparameterised z (§8.5.4); ``lr_schedule="cosine"`` decays the rate to near 0 over the
+run. Batch sizes default to the thesis's in ``--scale thesis``; the default ``DistillConfig`` batch is smaller (64
+subsequences) because a 3 x 1024 decoder on 512 x 30 steps takes several seconds per update on one CPU core -- the
+setting is recorded in the saved primitives.
 
 Training writes TensorBoard scalars (``loss/npmp``, ``npmp/log_likelihood``, ``npmp/kl``, ``npmp/action_mse``) to
 ``logdir`` (default: ``<out>.tb`` beside the primitives directory), and the primitives directory is rewritten atomically every
@@ -19,6 +20,7 @@ Training writes TensorBoard scalars (``loss/npmp``, ``npmp/log_likelihood``, ``n
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from pathlib import Path
 
@@ -27,6 +29,7 @@ import torch
 from priors.npmp import NPMP, NPMPConfig, save_primitives
 
 SCHEMES = ("bc", "lfpc")
+LR_SCHEDULES = ("constant", "cosine")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +41,7 @@ class DistillConfig:
     lfpc_batch: int = 32  # LFPC nominal subsequences per update (thesis: 32) ...
     perturbations: int = 5  # ... each with this many perturbed copies (thesis: 5)
     lr: float = 1e-4
+    lr_schedule: str = "constant"  # cosine: from lr to near 0 at the last step (§8.5.4 gives no schedule)
     seed: int = 0
     log_every: int = 50
     save_every: int = 500
@@ -50,6 +54,17 @@ class DistillConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}")
+
+
+def lr_factor(config: DistillConfig, step: int) -> float:
+    """The learning rate of update ``step`` (1-based) as a fraction of ``config.lr``. The cosine schedule ends near 0,
+    so the saved weights are not those of one noisy Adam step: students distilled at a constant rate from the same
+    data walked very differently (docs/npmp.md, "A learning rate that decays")."""
+    if config.lr_schedule == "constant":
+        return 1.0
+    return 0.5 * (1.0 + math.cos(math.pi * (step - 1) / config.steps))
 
 
 def sample_batch(dataset, config: DistillConfig, generator: torch.Generator, device):
@@ -95,6 +110,8 @@ def distill(dataset, out_dir: Path, model_config: NPMPConfig, config: DistillCon
                 raise FloatingPointError(f"NPMP loss is {loss.item()} at step {step}")
             optimiser.zero_grad(set_to_none=True)
             loss.backward()
+            for group in optimiser.param_groups:
+                group["lr"] = config.lr * lr_factor(config, step)
             optimiser.step()
             last = scalars
             if step % config.log_every == 0 or step == config.steps:
