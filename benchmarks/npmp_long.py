@@ -17,8 +17,9 @@ quarter of the episode, and its median before the last 20 steps (the fall).
 The tracking task ends an episode when its tracking error passes 0.3, and that error compares the bodies' world
 positions: a walker that drifts from the reference's path ends there upright. With ``--upright`` each episode is
 also run with that ending switched off (``termination_threshold`` 1e9) to the clip's end, and ``upright`` records
-the steps before the head first drops below the humanoid task's fall line (0.95 m; all of them if it never does)
-and the walker's distance from the reference's root then.
+the steps before the head first drops below the humanoid task's fall line (0.95 m; all of them if it never does),
+the walker's distance from the reference's root then, and how far the walker and the reference have gone from their
+start (with ``--frames``, that episode is drawn too: ``<primitives>__<snippet>-upright.png``).
 
     python benchmarks/npmp_long.py --mocap runs/npmp/loops/mocap.h5 --primitives data/primitives/npmp \\
         --snippets 07_01-0-loop10 07_02-0-loop10 --results benchmarks/results/npmp_long.json
@@ -80,14 +81,22 @@ class PhaseLag:
 
 class Upright:
     """An ``observe`` hook: the step at which the walker's head first drops below ``HEAD_HEIGHT_LIMIT`` (None while
-    it has not) and its distance from the reference's root in the ground plane at every step."""
+    it has not), its distance from the reference's root in the ground plane at every step, and how far the walker's
+    root and the reference's have gone from where they started (a walker marching on the spot stays upright too)."""
 
     def __init__(self):
         from envs.locomotion import HEAD_HEIGHT_LIMIT
 
         self.limit, self.fell_at, self.offsets, self.steps = HEAD_HEIGHT_LIMIT, None, [], 0
+        self.travelled, self.reference_travelled = [], []
 
     def __call__(self, env, steps: int) -> None:
+        import numpy as np
+
+        start = env.clip_reference()["position"][0][:2]   # the walker starts on the reference's first frame
+        self.travelled.append(float(np.linalg.norm(env.physics.data.qpos[:2] - start)))
+        self.reference_travelled.append(float(np.linalg.norm(env.clip_reference()["position"][env.time_step][:2]
+                                                             - start)))
         self.offsets.append(env.reference_offset()[0])
         self.steps = steps
         if self.fell_at is None and float(env.physics.bind(env.walker.head).xpos[2]) < self.limit:
@@ -95,7 +104,9 @@ class Upright:
 
     def summary(self) -> dict:
         upright = self.steps if self.fell_at is None else self.fell_at
-        return {"steps": upright, "fell": self.fell_at is not None, "offset_m": round(self.offsets[upright], 3)}
+        return {"steps": upright, "fell": self.fell_at is not None, "offset_m": round(self.offsets[upright], 3),
+                "travelled_m": round(self.travelled[upright], 3),
+                "reference_travelled_m": round(self.reference_travelled[upright], 3)}
 
 
 def repo_relative(path: Path) -> str:
@@ -147,14 +158,23 @@ def main(argv: list[str] | None = None) -> int:
         entry = results["primitives"].setdefault(name, {"snippets": {}})
         for snippet in snippets:
             measured = entry["snippets"].get(snippet)
-            if args.upright and "upright" not in (measured or {}):
-                upright = Upright()
-                imitate_reference(model, snippet, ref_path=str(args.mocap), observe=upright,
+            if args.upright and ("travelled_m" not in (measured or {}).get("upright", {}) or args.frames):
+                upright, strip = Upright(), Strip() if args.frames else None
+
+                def observe_upright(env, steps):
+                    upright(env, steps)
+                    if strip is not None:
+                        strip(env, steps)
+
+                imitate_reference(model, snippet, ref_path=str(args.mocap), observe=observe_upright,
                                   env_options={"termination_threshold": 1e9})
+                if strip is not None:
+                    strip.write(args.frames / f"{name.replace('/', '_')}__{snippet}-upright.png")
                 summary = upright.summary()
                 print(f"{path}: {snippet}: with no tracking ending, upright for {summary['steps']} steps "
                       f"({'then fell' if summary['fell'] else 'to the end'}), {summary['offset_m']:.2f} m from the "
-                      "reference's root", flush=True)
+                      f"reference's root, {summary['travelled_m']:.2f} m from its start (the reference: "
+                      f"{summary['reference_travelled_m']:.2f} m)", flush=True)
                 if measured is not None:
                     measured["upright"] = summary
                     entry["summary"] = summarise(entry["snippets"])

@@ -7,7 +7,9 @@ both the same way: each controller walks each looped walk closed loop from its f
 ending switched off (``termination_threshold`` 1e9: drift from the reference's path does not end the episode, a
 fall does), executing clip(command + N(0, sigma^2), -1, 1), and reports the steps before the head first drops
 below the humanoid task's fall line (0.95 m; the snippet's length if it never does), for every noise level sigma
-and seed. Noise-free runs are deterministic, so sigma = 0 is run once.
+and seed, with how far the walker then is from its start (``travelled_m``: a walk, not a stagger on the spot) and
+from the reference's root (``offset_m``: off the reference's path). Noise-free runs are deterministic, so sigma = 0
+is run once.
 - ``--law DATA``: the LQR law of each snippet, rebuilt from the planner's run stored in a data file collected with
   ``--expert-policy lqr`` (its ``plan`` arrays and the collection's LQR settings; nothing is planned again; a
   periodic law, ``periodic=true``, is searched again: 2-3 minutes a snippet);
@@ -36,10 +38,10 @@ from benchmarks.runs import fail, resumed_results, write_json  # noqa: E402
 NO_TRACKING_END = {"termination_threshold": 1e9}
 
 
-def upright_steps(env, act, noise: float, seed: int) -> int:
-    """Steps of one episode of ``env`` (a tracking env, reset here to the clip's first frame) driven by
-    ``act(t, proprio) -> command`` with action noise ``noise``, before the head drops below the fall line
-    (npmp_long's ``Upright``)."""
+def upright_episode(env, act, noise: float, seed: int) -> dict:
+    """One episode of ``env`` (a tracking env, reset here to the clip's first frame) driven by
+    ``act(t, proprio) -> command`` with action noise ``noise``: npmp_long's ``Upright`` summary (the steps before the
+    head drops below the fall line, and how far the walker went from its start and from the reference's root)."""
     rng = np.random.default_rng(seed)
     obs, _ = env.reset(seed=0)
     upright, steps = Upright(), 0
@@ -53,7 +55,7 @@ def upright_steps(env, act, noise: float, seed: int) -> int:
         upright(env, steps)
         if terminated or truncated:
             break
-    return upright.summary()["steps"]
+    return upright.summary()
 
 
 def law_controller(data: Path, snippet: str, mocap: Path):
@@ -125,9 +127,12 @@ def main(argv: list[str] | None = None) -> int:
                 fail(f"{name}: {snippet}: {str(e).splitlines()[0]}")
             try:
                 for noise in todo:
-                    steps = [upright_steps(env, make_actor(), noise, seed) for seed in range(args.seeds if noise else 1)]
+                    episodes = [upright_episode(env, make_actor(), noise, seed)
+                                for seed in range(args.seeds if noise else 1)]
+                    steps = [e["steps"] for e in episodes]
                     rows[f"{noise:g}"] = {"upright_steps": steps, "median": statistics.median(steps),
-                                          "of": env.last_step}
+                                          "of": env.last_step, "travelled_m": [e["travelled_m"] for e in episodes],
+                                          "offset_m": [e["offset_m"] for e in episodes]}
                     write_json(args.results, results)   # after every noise level: a stopped run keeps what it has
                     print(f"{name}: {snippet}: noise {noise:g}: upright {steps} (median {statistics.median(steps):g})",
                           flush=True)

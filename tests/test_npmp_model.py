@@ -337,6 +337,12 @@ def test_long_walk_benchmark_runs_the_primitives_on_a_looped_walk_and_resumes(tm
     assert npmp_long.main(["--mocap", str(mocap), "--results", str(out), "--upright"]) == 0
     upright = next(iter(json.loads(out.read_text())["primitives"].values()))["snippets"]["07_01-0-loop4"]["upright"]
     assert 0 < upright["steps"] <= 128 and upright["offset_m"] >= 0 and isinstance(upright["fell"], bool)
+    # how far the walker went and the reference did (the walk carries it forward); with --frames that episode is
+    # drawn too, and the triangle of the two distances and the offset holds
+    assert 0 < upright["travelled_m"] and 0.5 < upright["reference_travelled_m"] < 128 * 0.03 * 2.5
+    assert abs(upright["travelled_m"] - upright["reference_travelled_m"]) <= upright["offset_m"] + 1e-3
+    assert npmp_long.main(["--mocap", str(mocap), "--results", str(out), "--upright", "--frames", str(frames)]) == 0
+    assert (frames / f"{strip.name[:-4]}-upright.png").is_file()
     from envs import EnvError
     from envs.mocap import tracking
 

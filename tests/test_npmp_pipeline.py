@@ -283,6 +283,8 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
         steps = rows[looped]
         assert len(steps["0"]["upright_steps"]) == 1 and len(steps["0.1"]["upright_steps"]) == 2
         assert all(0 < s <= steps["0"]["of"] for row in steps.values() for s in row["upright_steps"])
+        assert all(len(row["travelled_m"]) == len(row["offset_m"]) == len(row["upright_steps"])
+                   and min(row["travelled_m"]) > 0 for row in steps.values())
     capsys.readouterr()
     assert robust_main([*common_robust, "--law", str(data)]) == 0 and capsys.readouterr().out == ""   # kept
     for bad in (common_robust, [*common_robust, "--law", str(tmp_path / "none.h5")],

@@ -100,7 +100,7 @@ def _distill_args(p):
     p.add_argument("--batch", type=int, default=64, help="BC subsequences per update (thesis: 512)")
     p.add_argument("--lr", type=float, default=1e-4, help="Adam's learning rate (thesis: 1e-4)")
     p.add_argument("--lr-schedule", choices=("constant", "cosine"), default="constant",
-                   help="cosine: decay the learning rate to 0 over the run")
+                   help="cosine: decay the learning rate to near 0 over the run (steadier students: docs/npmp.md)")
     p.add_argument("--init", type=Path, default=None,
                    help="primitives to continue training from (e.g. after a DAgger round); their model settings win")
     p.add_argument("--latent-dim", type=int, default=60)
