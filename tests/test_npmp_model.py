@@ -295,13 +295,13 @@ def test_turning_benchmark_compares_the_walker_with_the_arcs(tmp_path, capsys):
 
 
 def test_shipped_primitives_fit_the_issues_budget():
-    """Issue 13: the shipped primitives, weights and JSON of every set, stay within 50 MiB (a set re-saved in float32
+    """Issue 13: the shipped primitives, weights and JSON of every set, stay within 50 MB (a set re-saved in float32
     by mistake would break it: 'half' keeps the reuse-only sets small)."""
     from priors.npmp import DEFAULT_PRIMITIVES
 
     files = [f for f in DEFAULT_PRIMITIVES.parent.rglob("*") if f.is_file()]
     assert {f.name for f in files} == {"weights.safetensors", "meta.json"}
-    assert sum(f.stat().st_size for f in files) <= 50 * 2**20
+    assert sum(f.stat().st_size for f in files) <= 50 * 10**6
 
 
 def test_long_walk_benchmark_runs_the_primitives_on_a_looped_walk_and_resumes(tmp_path, capsys):
