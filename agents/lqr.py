@@ -330,7 +330,8 @@ def find_limit_cycle(env, lead_in: LinearFeedbackTracker, period: int, first: in
     wrap (a fixed-point iteration: a fixed point is a stride the law repeats, a limit cycle), ``cycle_iterations``
     candidates from each start. Each candidate's law, taking over at its start and at the ``cycle_takeovers``
     earlier steps where the planner's run is nearest its stride (``near_cycle_steps``), walks once noise-free and,
-    if it finishes, ``cycle_trials`` times under action noise ``cycle_noise`` (the same noise for every candidate). The law kept walks longest under noise among those that finish noise-free, ties going to the
+    if it finishes, ``cycle_trials`` times under action noise ``cycle_noise`` (the same noise for every candidate).
+    The law kept walks longest under noise among those that finish noise-free, ties going to the
     one whose noise-free strides repeat most closely. The iteration is not a contraction (on looped 08_02-0 the
     strides drift again after two or three steps), which start works is not told by how well it closes, and on
     looped 07_01-0 the time-indexed law falls under noise before a late takeover where an early one near the cycle

@@ -93,10 +93,10 @@ class Upright:
     def __call__(self, env, steps: int) -> None:
         import numpy as np
 
-        start = env.clip_reference()["position"][0][:2]   # the walker starts on the reference's first frame
+        reference = env.clip_reference()["position"]
+        start = reference[0][:2]   # the walker starts on the reference's first frame
         self.travelled.append(float(np.linalg.norm(env.physics.data.qpos[:2] - start)))
-        self.reference_travelled.append(float(np.linalg.norm(env.clip_reference()["position"][env.time_step][:2]
-                                                             - start)))
+        self.reference_travelled.append(float(np.linalg.norm(reference[env.time_step][:2] - start)))
         self.offsets.append(env.reference_offset()[0])
         self.steps = steps
         if self.fell_at is None and float(env.physics.bind(env.walker.head).xpos[2]) < self.limit:
