@@ -171,17 +171,19 @@ class LinearFeedbackTracker:
         return np.clip(self.commands[t] + feedback, -1.0, 1.0)
 
 
-def follow_walker(model, nominal: np.ndarray, state: np.ndarray) -> np.ndarray:
+def follow_walker(model, nominal: np.ndarray, state: np.ndarray, steer: float = 0.0) -> np.ndarray:
     """``nominal`` (a full-physics state) moved onto ``state``'s ground position and turned to its heading: the root's
     horizontal position copied, its orientation and world-frame linear velocity turned about the vertical (a free
     joint's angular velocity is in its own frame and stays). What the law then feeds back is what egocentric
     proprioception also sees, so its commands are labels a student that reads proprioception can fit: the drift
-    from the nominal's path and heading, which the student cannot see, no longer enters them."""
+    from the nominal's path and heading, which the student cannot see, no longer enters them. ``steer`` (rad,
+    counter-clockwise) turns the moved nominal further, so the feedback turns the walker that way (a probe of
+    steering: benchmarks/npmp_steer_law.py)."""
     if not (model.njnt and model.jnt_type[0] == mujoco.mjtJoint.mjJNT_FREE):
         return nominal
     moved, qpos, qvel = nominal.copy(), slice(1, 1 + model.nq), 1 + model.nq
     root_quat = slice(qpos.start + 3, qpos.start + 7)
-    turn = heading(state[root_quat]) - heading(nominal[root_quat])
+    turn = heading(state[root_quat]) + steer - heading(nominal[root_quat])
     rotation = np.array([np.cos(turn / 2), 0.0, 0.0, np.sin(turn / 2)])
     mujoco.mju_mulQuat(moved[root_quat], rotation, nominal[root_quat].copy())
     moved[qpos.start:qpos.start + 2] = state[qpos.start:qpos.start + 2]
@@ -268,11 +270,13 @@ class PeriodicFeedbackTracker:
         """The stride's step that acts at time ``t`` (None before the takeover: the lead-in law acts)."""
         return None if t < self.takeover else (t - self.start) % self.period
 
-    def command(self, t: int, state: np.ndarray) -> np.ndarray:
+    def command(self, t: int, state: np.ndarray, steer: float = 0.0) -> np.ndarray:
+        """The law's command at time ``t`` and ``state``; ``steer``: the stride's nominal turned that much further
+        than the walker's heading (``follow_walker``; not during the lead-in)."""
         phase = self.phase(t)
         if phase is None:
             return self.lead_in.command(t, state)
-        nominal = follow_walker(self.model, self.states[phase], state)
+        nominal = follow_walker(self.model, self.states[phase], state, steer)
         feedback = self.gains[phase] @ state_difference(self.model, nominal, state)
         return np.clip(self.commands[phase] + feedback, -1.0, 1.0)
 

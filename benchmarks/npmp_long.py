@@ -81,32 +81,44 @@ class PhaseLag:
 
 class Upright:
     """An ``observe`` hook: the step at which the walker's head first drops below ``HEAD_HEIGHT_LIMIT`` (None while
-    it has not), its distance from the reference's root in the ground plane at every step, and how far the walker's
-    root and the reference's have gone from where they started (a walker marching on the spot stays upright too)."""
+    it has not), its distance from the reference's root in the ground plane at every step, how far the walker's
+    root and the reference's have gone from where they started (a walker marching on the spot stays upright too),
+    and how far each has turned (a walker on a curved walk that goes straight on stays upright too)."""
 
     def __init__(self):
         from envs.locomotion import HEAD_HEIGHT_LIMIT
 
         self.limit, self.fell_at, self.offsets, self.steps = HEAD_HEIGHT_LIMIT, None, [], 0
-        self.travelled, self.reference_travelled = [], []
+        self.travelled, self.reference_travelled, self.headings, self.reference_headings = [], [], [], []
 
     def __call__(self, env, steps: int) -> None:
         import numpy as np
 
-        reference = env.clip_reference()["position"]
-        start = reference[0][:2]   # the walker starts on the reference's first frame
+        from envs.mocap.tracking import heading
+
+        reference = env.clip_reference()
+        start = reference["position"][0][:2]   # the walker starts on the reference's first frame
         self.travelled.append(float(np.linalg.norm(env.physics.data.qpos[:2] - start)))
-        self.reference_travelled.append(float(np.linalg.norm(reference[env.time_step][:2] - start)))
+        self.reference_travelled.append(float(np.linalg.norm(reference["position"][env.time_step][:2] - start)))
+        self.headings.append(heading(env.physics.data.qpos[3:7]))
+        self.reference_headings.append(heading(reference["quaternion"][env.time_step]))
         self.offsets.append(env.reference_offset()[0])
         self.steps = steps
         if self.fell_at is None and float(env.physics.bind(env.walker.head).xpos[2]) < self.limit:
             self.fell_at = steps
 
     def summary(self) -> dict:
+        import numpy as np
+
         upright = self.steps if self.fell_at is None else self.fell_at
+
+        def turn(headings):   # degrees, counter-clockwise positive, to the step the walker was last upright
+            return round(float(np.degrees(np.unwrap(headings[:upright + 1])[-1] - headings[0])), 1)
+
         return {"steps": upright, "fell": self.fell_at is not None, "offset_m": round(self.offsets[upright], 3),
                 "travelled_m": round(self.travelled[upright], 3),
-                "reference_travelled_m": round(self.reference_travelled[upright], 3)}
+                "reference_travelled_m": round(self.reference_travelled[upright], 3),
+                "turn_degrees": turn(self.headings), "reference_turn_degrees": turn(self.reference_headings)}
 
 
 def repo_relative(path: Path) -> str:

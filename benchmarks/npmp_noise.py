@@ -8,8 +8,9 @@ ending switched off (``termination_threshold`` 1e9: drift from the reference's p
 fall does), executing clip(command + N(0, sigma^2), -1, 1), and reports the steps before the head first drops
 below the humanoid task's fall line (0.95 m; the snippet's length if it never does), for every noise level sigma
 and seed, with how far the walker then is from its start (``travelled_m``: a walk, not a stagger on the spot) and
-from the reference's root (``offset_m``: off the reference's path). Noise-free runs are deterministic, so sigma = 0
-is run once.
+from the reference's root (``offset_m``: off the reference's path), and how far the walker and the reference turned
+(``turn_degrees``, ``reference_turn_degrees``, counter-clockwise positive: on a curved walk, does it turn with the
+arc?). Noise-free runs are deterministic, so sigma = 0 is run once.
 - ``--law DATA``: the LQR law of each snippet, rebuilt from the planner's run stored in a data file collected with
   ``--expert-policy lqr`` (its ``plan`` arrays and the collection's LQR settings; nothing is planned again; a
   periodic law, ``periodic=true``, is searched again: 2-3 minutes a snippet);
@@ -58,8 +59,9 @@ def upright_episode(env, act, noise: float, seed: int) -> dict:
     return upright.summary()
 
 
-def law_controller(data: Path, snippet: str, mocap: Path):
-    """(env, act factory) of the LQR law stored for ``snippet`` in ``data``."""
+def law_expert(data: Path, snippet: str, mocap: Path):
+    """(expert, env): the LQR law stored for ``snippet`` in ``data`` (``pipelines.npmp.data.FeedbackExpert``) and its
+    tracking env with the tracking ending off."""
     from agents.lqr import LQRConfig
     from pipelines.npmp.data import FeedbackExpert, read_results
 
@@ -69,7 +71,12 @@ def law_controller(data: Path, snippet: str, mocap: Path):
         raise ValueError(f"{data} holds no LQR law for {snippet} (collect it with --expert-policy lqr)")
     expert = FeedbackExpert(snippet, lqr_config=LQRConfig(**(meta.get("lqr") or {})), plan=found[0]["plan"],
                             mocap=str(mocap), env_options=NO_TRACKING_END)
-    env = expert.make_env(0)
+    return expert, expert.make_env(0)
+
+
+def law_controller(data: Path, snippet: str, mocap: Path):
+    """(env, act factory) of the LQR law stored for ``snippet`` in ``data``."""
+    expert, env = law_expert(data, snippet, mocap)
     return env, lambda: (lambda t, state: expert.mean_command(None))
 
 
@@ -132,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
                     steps = [e["steps"] for e in episodes]
                     rows[f"{noise:g}"] = {"upright_steps": steps, "median": statistics.median(steps),
                                           "of": env.last_step, "travelled_m": [e["travelled_m"] for e in episodes],
-                                          "offset_m": [e["offset_m"] for e in episodes]}
+                                          "offset_m": [e["offset_m"] for e in episodes],
+                                          "turn_degrees": [e["turn_degrees"] for e in episodes],
+                                          "reference_turn_degrees": [e["reference_turn_degrees"] for e in episodes]}
                     write_json(args.results, results)   # after every noise level: a stopped run keeps what it has
                     print(f"{name}: {snippet}: noise {noise:g}: upright {steps} (median {statistics.median(steps):g})",
                           flush=True)

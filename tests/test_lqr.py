@@ -10,8 +10,8 @@ import pytest
 from scipy.linalg import solve_discrete_are
 
 from agents.config import ConfigError
-from agents.lqr import (LinearFeedbackTracker, LQRConfig, get_state, linearise, riccati_gains, state_difference,
-                        STATE_SPEC)
+from agents.lqr import (LinearFeedbackTracker, LQRConfig, follow_walker, get_state, linearise, riccati_gains,
+                        state_difference, STATE_SPEC)
 from envs.mocap.tracking import heading
 
 
@@ -179,6 +179,11 @@ def test_a_law_that_follows_the_walker_ignores_its_drift_in_position_and_heading
     np.testing.assert_allclose(following.command(t, turned(model, bent, -1.1, [0.3, 2.0])), plain.command(t, bent),
                                atol=1e-9)
     assert abs(plain.command(t, bent)[0] - commands[t][0]) > 1e-3
+    # steer: the followed nominal is turned that much further than the walker, as if the walker were turned back
+    steered = follow_walker(model, nominal, moved, steer=0.3)
+    assert heading(steered[4:8]) == pytest.approx(heading(moved[4:8]) + 0.3)
+    np.testing.assert_allclose(steered, turned(model, nominal, 1.0, [1.5, -0.4]), atol=1e-9)
+    np.testing.assert_allclose(follow_walker(model, nominal, moved, steer=0.0), follow_walker(model, nominal, moved))
 
 
 # a damped pendulum hanging from its hinge, swung by the motor: driven with a period, it settles into a cycle

@@ -341,6 +341,20 @@ def test_long_walk_benchmark_runs_the_primitives_on_a_looped_walk_and_resumes(tm
     # drawn too, and the triangle of the two distances and the offset holds
     assert 0 < upright["travelled_m"] and 0.5 < upright["reference_travelled_m"] < 128 * 0.03 * 2.5
     assert abs(upright["travelled_m"] - upright["reference_travelled_m"]) <= upright["offset_m"] + 1e-3
+    # and how far the walker and the reference turned: on a walk bent into an arc at 30 deg/s, the reference turns
+    # 0.9 degrees a step more than on the straight walk, to the step the walker was last upright
+    assert abs(upright["reference_turn_degrees"]) < 20 and abs(upright["turn_degrees"]) < 180
+    curved = tmp_path / "curved.h5"
+    assert convert.main(["--clips", "07_01", "--loop", "4", "--loop-clips", "07_01", "--curve", "30", "--curve-clips",
+                         "07_01", "--output", str(curved)]) == 0
+    arcs = tmp_path / "arcs.json"
+    assert npmp_long.main(["--mocap", str(curved), "--results", str(arcs), "--upright", "--snippets",
+                           "07_01-0-loop4-left30", "07_01-0-loop4-right30"]) == 0
+    bent = next(iter(json.loads(arcs.read_text())["primitives"].values()))["snippets"]
+    for snippet, sign in (("07_01-0-loop4-left30", 1), ("07_01-0-loop4-right30", -1)):
+        record = bent[snippet]["upright"]
+        expected = sign * 0.9 * record["steps"]
+        assert abs(record["reference_turn_degrees"] - expected) < 20 + abs(upright["reference_turn_degrees"])
     assert npmp_long.main(["--mocap", str(mocap), "--results", str(out), "--upright", "--frames", str(frames)]) == 0
     assert (frames / f"{strip.name[:-4]}-upright.png").is_file()
     from envs import EnvError

@@ -178,6 +178,18 @@ def test_lqr_experts_label_with_the_feedback_law_around_the_planners_run(tmp_pat
     assert f"{TRAIN} is in both" in capsys.readouterr().err
     assert npmp_main(["merge", str(other), str(relabelled), "--out", str(tmp_path / "mixed.h5")]) == 2
     assert "differ in relabelled" in capsys.readouterr().err and not (tmp_path / "mixed.h5").exists()
+    # ... unless asked to: a new snippet's collection joins a file after its DAgger rounds (same labeller), and the
+    # next round relabels both
+    assert npmp_main(["merge", str(other), str(relabelled), "--out", str(tmp_path / "mixed.h5"),
+                      "--mixed-rounds"]) == 0
+    mixed = NPMPDataset(tmp_path / "mixed.h5")
+    assert "relabelled" not in mixed.meta and mixed.meta["lqr"] == dataset.meta["lqr"]
+    assert [len(m.get("relabelled", [])) for m in mixed.meta["merged_from"]] == [0, 1]
+    assert npmp_main(["relabel", "--data", str(tmp_path / "mixed.h5"), "--primitives", str(primitives), "--out",
+                      str(tmp_path / "mixed_d1.h5"), "--snippets", TRAIN, "16_35-0", "--trajectories", "1",
+                      "--processes", "1"]) == 0
+    assert len(NPMPDataset(tmp_path / "mixed_d1.h5").bc.lengths) == len(mixed.bc.lengths) + 2
+    capsys.readouterr()
     capsys.readouterr()
     assert npmp_main(["collect", "--expert-policy", "lqr", "--snippets", TRAIN, "--data", str(tmp_path / "x.h5")]) == 2
     assert "needs --experts mpc" in capsys.readouterr().err
@@ -284,6 +296,7 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
         assert len(steps["0"]["upright_steps"]) == 1 and len(steps["0.1"]["upright_steps"]) == 2
         assert all(0 < s <= steps["0"]["of"] for row in steps.values() for s in row["upright_steps"])
         assert all(len(row["travelled_m"]) == len(row["offset_m"]) == len(row["upright_steps"])
+                   == len(row["turn_degrees"]) == len(row["reference_turn_degrees"])
                    and min(row["travelled_m"]) > 0 for row in steps.values())
     capsys.readouterr()
     assert robust_main([*common_robust, "--law", str(data)]) == 0 and capsys.readouterr().out == ""   # kept
@@ -292,6 +305,15 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
         with pytest.raises(SystemExit) as exit_:
             robust_main(bad)
         assert exit_.value.code == 2
+    # steering a law (benchmarks/npmp_steer_law.py) needs a periodic one, and commands it knows
+    from benchmarks.npmp_steer_law import commanded_turn, main as steer_main
+
+    assert commanded_turn("arc15", 3.0) == (30.0, True) and commanded_turn("step-45", 1.0) == (0.0, False)
+    for bad, message in (([], "holds no periodic law"), (["--commands", "spin"], "need commands")):
+        with pytest.raises(SystemExit) as exit_:
+            steer_main(["--mocap", str(mocap), "--law", str(data), "--snippets", looped, "--results",
+                        str(tmp_path / "steer.json"), *bad])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
     capsys.readouterr()
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(tmp_path / "y.h5"),
                       "--trajectories", "1", "--processes", "1", *planner]) == 2

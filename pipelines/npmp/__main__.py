@@ -155,6 +155,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     m.add_argument("--mixed-planners", action="store_true",
                    help="merge collections whose planner settings differ (e.g. before and after a new default); "
                         "each input's settings are kept in the meta")
+    m.add_argument("--mixed-rounds", action="store_true",
+                   help="merge collections whose sizes, action noise and DAgger rounds differ but whose labels "
+                        "come from the same expert (e.g. new snippets' collection into a file after its rounds); "
+                        "each input's are kept in the meta")
     e = sub.add_parser("evaluate", help="one-shot imitation and latent optimisation on training and held-out clips")
     _common(e)
     e.add_argument("--primitives", type=Path, default=ROOT / "data" / "primitives" / "npmp")
@@ -498,8 +502,9 @@ def main(argv=None) -> int:
         elif args.command == "merge":
             from pipelines.npmp.data import merge_datasets
 
-            print(f"merged {len(args.inputs)} files into "
-                  f"{merge_datasets(args.inputs, args.out, mixed_planners=args.mixed_planners)}")
+            merged = merge_datasets(args.inputs, args.out, mixed_planners=args.mixed_planners,
+                                    mixed_rounds=args.mixed_rounds)
+            print(f"merged {len(args.inputs)} files into {merged}")
         elif args.command == "evaluate":
             evaluate(args)
         elif args.command == "half":

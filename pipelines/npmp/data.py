@@ -773,18 +773,27 @@ def merge_parts(paths: list[Path | str], out_path: Path | str, meta: dict) -> Pa
     return write_dataset(out_path, [r for p in paths for r in read_results(p)[0]], meta=meta)
 
 
-def merge_datasets(paths: list[Path | str], out_path: Path | str, mixed_planners: bool = False) -> Path:
+# what a collection's size and DAgger rounds set, not how its labels are made: ``merge_datasets(mixed_rounds=True)``
+# merges collections that differ only in these (e.g. a new snippet's collection into a file after its rounds)
+ROUND_SETTINGS = ("trajectories", "action_noise_std", "perturbation_trajectories", "plan_from", "relabelled")
+
+
+def merge_datasets(paths: list[Path | str], out_path: Path | str, mixed_planners: bool = False,
+                   mixed_rounds: bool = False) -> Path:
     """One dataset from data files collected with the same settings (snippets split between machines or runs);
-    only the seeds may differ, and with ``mixed_planners`` the planner's settings (each input's are kept in the
-    meta's ``merged_from``; the merged meta's ``planner`` is the first input's). Each snippet may appear once;
-    Delta is re-estimated over all of them."""
+    only the seeds may differ, with ``mixed_planners`` also the planner's settings (the merged meta's ``planner``
+    is the first input's), and with ``mixed_rounds`` the collections' sizes, noise and DAgger rounds
+    (``ROUND_SETTINGS``; the merged meta keeps none of them at its top level). Each input's differing settings are
+    kept in the meta's ``merged_from``. Each snippet may appear once; Delta is re-estimated over all of them."""
     loaded = [read_results(path) for path in paths]
-    ignored = ("seed", "merged_from", *(("planner",) if mixed_planners else ()))
+    mixed = (("planner",) if mixed_planners else ()) + (ROUND_SETTINGS if mixed_rounds else ())
+    ignored = ("seed", "merged_from", *mixed)
     settings = [{k: v for k, v in meta.items() if k not in ignored} for _, meta in loaded]
     for path, other in zip(paths[1:], settings[1:]):
         if other != settings[0]:
             differ = sorted(k for k in {*other, *settings[0]} if other.get(k) != settings[0].get(k))
-            hint = "" if mixed_planners or differ != ["planner"] else " (--mixed-planners merges them anyway)"
+            hint = (" (--mixed-planners merges them anyway)" if differ == ["planner"] and not mixed_planners else
+                    " (--mixed-rounds merges them anyway)" if set(differ) <= set(ROUND_SETTINGS) else "")
             raise ConfigError(f"{path} was collected with other settings than {paths[0]} (they differ in "
                               f"{', '.join(differ)}); merge only collections made with the same settings{hint}")
     seen: dict[str, Path | str] = {}
@@ -794,9 +803,9 @@ def merge_datasets(paths: list[Path | str], out_path: Path | str, mixed_planners
                 raise ConfigError(f"{snippet} is in both {seen[snippet]} and {path}; merge each snippet once")
             seen[snippet] = path
     metas = [meta for _, meta in loaded]
-    meta = {**metas[0], "merged_from": [{"path": str(p), "seed": m.get("seed"),
-                                         **({"planner": m.get("planner")} if mixed_planners else {})}
-                                        for p, m in zip(paths, metas)]}
+    meta = {**{k: v for k, v in metas[0].items() if k not in (ROUND_SETTINGS if mixed_rounds else ())},
+            "merged_from": [{"path": str(p), "seed": m.get("seed"), **{k: m[k] for k in mixed if k in m}}
+                            for p, m in zip(paths, metas)]}
     return write_dataset(out_path, [r for results, _ in loaded for r in results], meta=meta)
 
 
