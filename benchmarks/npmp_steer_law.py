@@ -1,5 +1,5 @@
-"""Can the periodic LQR law of a straight looped walk steer? (issue 13; docs/npmp.md, "Round 5, and a teacher that
-steers").
+"""Can the periodic LQR law of a straight looped walk steer? (issue 13; docs/npmp.md, "Rounds 5 and 6, a teacher
+that steers, and looped arcs").
 
 The students walk looped walks for 10 s but cannot turn on command, and a walk to a target needs turns. The cheapest
 teacher that turns would be the straight walk's own periodic law (agents/lqr.py ``PeriodicFeedbackTracker``) with its
