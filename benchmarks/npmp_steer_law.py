@@ -10,8 +10,9 @@ command's error clipped to +-``--steer-limit`` rad once the periodic law acts:
 - ``hold``: the start heading;
 - ``arc<R>``: turn at R degrees a second from 1 s on (an arc of radius v / R at walking speed v);
 - ``step<D>``: D degrees more from 2 s on.
-Reported per walk, command (with the limit) and noise level: the steps upright (of 328 on a 10 s loop), how far the walker turned
-and the command had at that step, and the median absolute heading error from the command's start to the fall.
+Reported per walk, command (with the limit) and noise level: the steps upright (of 328 on a 10 s loop), how far the
+walker turned and the command had at that step, and the median absolute heading error from the command's start to
+the fall.
 
     python benchmarks/npmp_steer_law.py --mocap runs/npmp/loops/mocap.h5 --law runs/npmp/cos/ec_d4.h5 \\
         --snippets 08_02-0-loop10 07_01-0-loop10 --commands hold arc15 step45 --noise 0 0.03 --seeds 2
@@ -31,11 +32,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.npmp_long import CONTROL_STEP_SECONDS  # noqa: E402
 from benchmarks.npmp_noise import law_expert, upright_episode  # noqa: E402
 from benchmarks.runs import fail, resumed_results, write_json  # noqa: E402
 
 COMMAND = re.compile(r"hold|arc(-?\d+(\.\d+)?)|step(-?\d+(\.\d+)?)")
-CONTROL_STEP_SECONDS = 0.03
 
 
 def commanded_turn(command: str, seconds: float) -> tuple[float, bool]:

@@ -190,7 +190,6 @@ def test_lqr_experts_label_with_the_feedback_law_around_the_planners_run(tmp_pat
                       "--processes", "1"]) == 0
     assert len(NPMPDataset(tmp_path / "mixed_d1.h5").bc.lengths) == len(mixed.bc.lengths) + 2
     capsys.readouterr()
-    capsys.readouterr()
     assert npmp_main(["collect", "--expert-policy", "lqr", "--snippets", TRAIN, "--data", str(tmp_path / "x.h5")]) == 2
     assert "needs --experts mpc" in capsys.readouterr().err
 
