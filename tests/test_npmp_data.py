@@ -380,3 +380,17 @@ def test_a_planner_run_stopped_for_a_periodic_law_is_refused_where_the_whole_run
     data.require_whole_run({k: v for k, v in whole.items() if k != "stopped_at"}, "07_01-0", "older data")
     with pytest.raises(ConfigError, match="stops after 124 steps.*periodic=true"):
         data.require_whole_run({**whole, "stopped_at": np.int64(124)}, "07_01-0-loop10", "the anchored planner")
+
+
+def test_windows_per_snippet_draw_each_snippet_equally_often():
+    """A snippet with one trajectory beside one with nine (an arc beside a walk with DAgger rounds): windows drawn
+    over all steps come from it a tenth of the time, drawn per snippet half the time."""
+    lengths = [np.array([20]), np.full(9, 20)]
+    arrays = {"lengths": lengths, "states": [np.zeros((int(n.sum() + len(n)), 3), np.float32) for n in lengths],
+              "mean_actions": [np.zeros((int(n.sum()), 2), np.float32) for n in lengths]}
+    store = data._Trajectories(arrays, torch.device("cpu"))
+    draws = 4000
+    by_steps = store.windows(draws, 5, torch.Generator().manual_seed(0))
+    per_snippet = store.windows(draws, 5, torch.Generator().manual_seed(0), per_snippet=True)
+    assert abs((store.owner[by_steps.which] == 0).float().mean().item() - 0.1) < 0.02
+    assert abs((store.owner[per_snippet.which] == 0).float().mean().item() - 0.5) < 0.03

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipelines.npmp.data import NPMPDataset, read_results
+from pipelines.npmp.data import NPMPDataset, read_laws, read_results
 from priors.npmp import load_primitives
 from pipelines.npmp.__main__ import main as npmp_main
 from tests.conftest import ROOT
@@ -152,11 +152,12 @@ def test_lqr_experts_label_with_the_feedback_law_around_the_planners_run(tmp_pat
     # a DAgger round continues from the primitives: their normalisation kept, their own training recorded
     continued = tmp_path / "continued"
     assert npmp_main(["distill", "--data", str(relabelled), "--init", str(primitives), "--distill-steps", "2",
-                      "--batch", "4", "--lr-schedule", "cosine", "--out", str(continued)]) == 0
+                      "--batch", "4", "--lr-schedule", "cosine", "--windows", "snippets", "--out", str(continued)]) == 0
     (first, first_meta), (second, second_meta) = load_primitives(primitives), load_primitives(continued)
     assert torch.equal(first.state_shift, second.state_shift) and second.config == first.config
     assert second_meta["continued_from"]["distill"] == first_meta["distill"] and second_meta["distill"]["steps"] == 2
     assert second_meta["distill"]["lr_schedule"] == "cosine" and first_meta["distill"]["lr_schedule"] == "constant"
+    assert second_meta["distill"]["windows"] == "snippets" and first_meta["distill"]["windows"] == "steps"
     assert second_meta["continued_from"]["data"] == first_meta["data"] and second_meta["data"].endswith("dagger.h5")
     capsys.readouterr()   # continuing takes the primitives' own beta; asking for another is an error, not ignored
     assert npmp_main(["distill", "--data", str(relabelled), "--init", str(primitives), "--beta", "1.0",
@@ -189,6 +190,24 @@ def test_lqr_experts_label_with_the_feedback_law_around_the_planners_run(tmp_pat
                       str(tmp_path / "mixed_d1.h5"), "--snippets", TRAIN, "16_35-0", "--trajectories", "1",
                       "--processes", "1"]) == 0
     assert len(NPMPDataset(tmp_path / "mixed_d1.h5").bc.lengths) == len(mixed.bc.lengths) + 2
+    # collections labelled by laws with other settings (periodic laws on looped walks, time-indexed ones on arcs)
+    # merge only when asked to; each snippet keeps its own law, and a round relabels each with its own
+    other_law, laws = tmp_path / "other_law.h5", tmp_path / "laws.h5"
+    assert npmp_main(["collect", "--experts", "mpc", "--expert-policy", "lqr", "--lqr-set", "control_weight=3",
+                      "--snippets", "16_35-0", "--held-out", HELD_OUT, "--data", str(other_law), "--processes", "1",
+                      "--trajectories", "2", "--perturbation-trajectories", "1", "--seed", "7", *planner]) == 0
+    capsys.readouterr()
+    assert npmp_main(["merge", str(data), str(other_law), "--out", str(laws)]) == 2
+    assert "differ in lqr" in capsys.readouterr().err and not laws.exists()
+    assert npmp_main(["merge", str(data), str(other_law), "--out", str(laws), "--mixed-laws"]) == 0
+    own = {TRAIN: dataset.meta["lqr"], "16_35-0": {**dataset.meta["lqr"], "control_weight": 3.0}}
+    assert read_laws(laws) == own and "lqr" not in NPMPDataset(laws).meta
+    assert npmp_main(["relabel", "--data", str(laws), "--primitives", str(primitives), "--out",
+                      str(tmp_path / "laws_d1.h5"), "--snippets", TRAIN, "16_35-0", "--trajectories", "1",
+                      "--processes", "1", "--lqr-set", "fd_epsilon=1e-5"]) == 0
+    round_meta = NPMPDataset(tmp_path / "laws_d1.h5").meta["relabelled"][-1]
+    assert round_meta["lqr"] == {s: {**law, "fd_epsilon": 1e-5} for s, law in own.items()}
+    assert read_laws(tmp_path / "laws_d1.h5") == own   # the next round starts from each snippet's law again
     capsys.readouterr()
     assert npmp_main(["collect", "--expert-policy", "lqr", "--snippets", TRAIN, "--data", str(tmp_path / "x.h5")]) == 2
     assert "needs --experts mpc" in capsys.readouterr().err
@@ -313,6 +332,22 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
             steer_main(["--mocap", str(mocap), "--law", str(data), "--snippets", looped, "--results",
                         str(tmp_path / "steer.json"), *bad])
         assert exit_.value.code == 2 and message in capsys.readouterr().err
+    # whether primitives act on an arc's cue (benchmarks/npmp_arc_cue.py): arcs only, and each needs its law
+    from benchmarks.npmp_arc_cue import arc_parts, main as cue_main, measure
+
+    assert arc_parts("07_01-0-loop10-left15") == ("07_01-0-loop10", "07_01-0-loop10-right15")
+    for bad, message in ((looped, "is not an arc"), (f"{looped}-right15", "holds no law for")):
+        with pytest.raises(SystemExit) as exit_:
+            cue_main(["--mocap", str(mocap), "--law", str(data), "--primitives", str(primitives), "--arcs", bad,
+                      "--results", str(tmp_path / "cue.json")])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
+    nominal = result["nominal"]
+    states, labels = (torch.as_tensor(nominal[k][:int(nominal["lengths"][0])]) for k in ("states", "mean_actions"))
+    reference = reference_states(looped, ref_path=mocap)
+    same = measure(load_primitives(primitives)[0], states, labels, {"own": reference, "straight": reference[::-1].copy(),
+                                                                    "mirror": reference})
+    assert same["own_vs_mirror"] == 0.0 and same["label_mse"]["own"] == same["label_mse"]["mirror"]
+    assert same["label_mse"]["straight"] != same["label_mse"]["own"]   # the latent reads the reference it is given
     capsys.readouterr()
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(tmp_path / "y.h5"),
                       "--trajectories", "1", "--processes", "1", *planner]) == 2

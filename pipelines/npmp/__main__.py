@@ -101,6 +101,9 @@ def _distill_args(p):
     p.add_argument("--lr", type=float, default=1e-4, help="Adam's learning rate (thesis: 1e-4)")
     p.add_argument("--lr-schedule", choices=("constant", "cosine"), default="constant",
                    help="cosine: decay the learning rate to near 0 over the run (steadier students: docs/npmp.md)")
+    p.add_argument("--windows", choices=("steps", "snippets"), default="steps",
+                   help="how BC windows are drawn: uniformly over all steps, or each snippet equally often (snippets "
+                        "with little data beside others with many DAgger rounds)")
     p.add_argument("--init", type=Path, default=None,
                    help="primitives to continue training from (e.g. after a DAgger round); their model settings win")
     p.add_argument("--latent-dim", type=int, default=60)
@@ -159,6 +162,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="merge collections whose sizes, action noise and DAgger rounds differ but whose labels "
                         "come from the same expert (e.g. new snippets' collection into a file after its rounds); "
                         "each input's are kept in the meta")
+    m.add_argument("--mixed-laws", action="store_true",
+                   help="merge LQR collections whose laws' settings differ (e.g. periodic laws on looped walks and "
+                        "time-indexed ones on arcs); each snippet keeps its own law, which relabel uses")
     e = sub.add_parser("evaluate", help="one-shot imitation and latent optimisation on training and held-out clips")
     _common(e)
     e.add_argument("--primitives", type=Path, default=ROOT / "data" / "primitives" / "npmp")
@@ -274,6 +280,12 @@ def _run_parts(args, run, jobs: list, parts: Path, verb: str) -> None:
                           "the rest") from None
 
 
+def _common_or_each(laws: dict[str, dict]) -> dict:
+    """The one law's settings every snippet shares, or each snippet's (a merge of collections with other laws)."""
+    first = next(iter(laws.values()))
+    return first if all(law == first for law in laws.values()) else laws
+
+
 def relabel(args) -> Path:
     """One DAgger round on planner data: every snippet the primitives were distilled on (or ``--snippets``) gets
     ``--trajectories`` episodes driven by the primitives and labelled by the planner, one part per snippet under
@@ -298,35 +310,37 @@ def relabel(args) -> Path:
     missing = sorted(set(snippets) - set(available))
     if missing or not snippets:
         raise ConfigError(f"snippets {missing or snippets} are not in {args.data} (it has {available})")
-    settings, lqr = base_meta.get("planner"), base_meta.get("lqr")
+    settings, laws = base_meta.get("planner"), data.read_laws(args.data)   # per snippet: merge --mixed-laws
+    laws = {s: laws[s] for s in snippets}
     if args.labeller == "planner":
         settings = dataclasses.asdict(apply_overrides(MPCConfig(threads=1), split_overrides(args.planner_set)))
-        lqr = None
+        laws = dict.fromkeys(snippets)
     elif args.labeller == "anchored":   # the collection's planner made the runs it is anchored to
         settings = dataclasses.asdict(apply_overrides(MPCConfig(**{"threads": 1, **(settings or {})}),
                                                       split_overrides(args.planner_set)))
-        lqr = None
+        laws = dict.fromkeys(snippets)
     elif args.planner_set:
         raise ConfigError("--planner-set needs --labeller planner or anchored (the collected expert keeps its own "
                           "settings)")
     if args.lqr_set:
-        if args.labeller != "collected" or lqr is None:
+        if args.labeller != "collected" or None in laws.values():
             raise ConfigError("--lqr-set needs --labeller collected on data collected with --expert-policy lqr")
-        lqr = dataclasses.asdict(apply_overrides(LQRConfig(**lqr), split_overrides(args.lqr_set)))
+        laws = {s: dataclasses.asdict(apply_overrides(LQRConfig(**law), split_overrides(args.lqr_set)))
+                for s, law in laws.items()}
     mocaps = data.read_mocaps(args.data)
-    if lqr and lqr.get("periodic"):
-        for snippet in snippets:
+    for snippet, law in laws.items():
+        if law and law.get("periodic"):
             data.looped_stride_of(snippet, mocaps[snippet])
     env_options, ending_meta = ending_options(args)
     round_meta = {"primitives": _repo_relative(args.primitives), "snippets": snippets,
                   "trajectories": args.trajectories,
                   "action_noise_std": args.action_noise, "seed": args.seed,
                   **({"labeller": args.labeller, "planner": settings} if args.labeller != "collected" else {}),
-                  **({"lqr": lqr} if args.lqr_set else {}), **ending_meta}
+                  **({"lqr": _common_or_each(laws)} if args.lqr_set else {}), **ending_meta}
     meta = {**base_meta, "relabelled": [*base_meta.get("relabelled", []), round_meta]}
     parts = args.out.with_suffix(".parts")
     jobs = [data.RelabelJob(s, str(args.data), str(args.primitives), str(parts / f"{s}.h5"), args.seed + i,
-                            args.trajectories, args.action_noise, settings, meta, lqr, mocaps[s],
+                            args.trajectories, args.action_noise, settings, meta, laws[s], mocaps[s],
                             args.labeller == "anchored", env_options)
             for i, s in enumerate(snippets)]
     with RunLock(parts):
@@ -378,7 +392,7 @@ def distill(args) -> Path:
                                   beta=0.1 if args.beta is None else args.beta,
                                   lookahead_source=args.lookahead)
     config = DistillConfig(scheme=args.scheme, steps=args.distill_steps, batch=args.batch, lr=args.lr,
-                           lr_schedule=args.lr_schedule, seed=args.seed)
+                           lr_schedule=args.lr_schedule, windows=args.windows, seed=args.seed)
     # clips of another mocap file than the shipped one (looped walks): evaluate reads their reference there
     mocaps = {s: m for s in dataset.snippets if (m := snippet_mocap(dataset.attrs[s]))}
     # one distillation per primitives directory; the lock lies beside it, since saving replaces the directory
@@ -503,7 +517,7 @@ def main(argv=None) -> int:
             from pipelines.npmp.data import merge_datasets
 
             merged = merge_datasets(args.inputs, args.out, mixed_planners=args.mixed_planners,
-                                    mixed_rounds=args.mixed_rounds)
+                                    mixed_rounds=args.mixed_rounds, mixed_laws=args.mixed_laws)
             print(f"merged {len(args.inputs)} files into {merged}")
         elif args.command == "evaluate":
             evaluate(args)

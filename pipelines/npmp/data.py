@@ -655,6 +655,23 @@ def read_results(path: Path | str) -> tuple[list[dict], dict]:
         raise ConfigError(f"{path} is missing or corrupt ({e.__class__.__name__}: {e})") from None
 
 
+def snippet_law(attrs: dict, meta: dict) -> dict | None:
+    """The LQR law's settings that label a collected snippet (its part's ``attrs``): its own, kept by a merge of
+    collections with different laws (``merge_datasets(mixed_laws=True)``), else its file's ``meta``; None where the
+    planner itself labels."""
+    own = attrs.get("lqr")
+    if own is None:
+        return meta.get("lqr")
+    return json.loads(own.decode() if isinstance(own, bytes) else own)
+
+
+def read_laws(path: Path | str) -> dict[str, dict | None]:
+    """Each snippet's LQR law settings (``snippet_law``) in a file ``write_dataset`` wrote, without its arrays."""
+    meta = read_meta(path)
+    with h5py.File(path, "r") as f:
+        return {k: snippet_law(dict(g.attrs), meta) for k, g in f.items() if isinstance(g, h5py.Group)}
+
+
 def snippet_mocap(attrs: dict) -> str | None:
     """The mocap file a collected snippet came from (its part's ``mocap`` attribute), or None for the shipped one."""
     mocap = attrs.get("mocap", "")
@@ -779,21 +796,29 @@ ROUND_SETTINGS = ("trajectories", "action_noise_std", "perturbation_trajectories
 
 
 def merge_datasets(paths: list[Path | str], out_path: Path | str, mixed_planners: bool = False,
-                   mixed_rounds: bool = False) -> Path:
+                   mixed_rounds: bool = False, mixed_laws: bool = False) -> Path:
     """One dataset from data files collected with the same settings (snippets split between machines or runs);
     only the seeds may differ, with ``mixed_planners`` also the planner's settings (the merged meta's ``planner``
-    is the first input's), and with ``mixed_rounds`` the collections' sizes, noise and DAgger rounds
-    (``ROUND_SETTINGS``; the merged meta keeps none of them at its top level). Each input's differing settings are
-    kept in the meta's ``merged_from``. Each snippet may appear once; Delta is re-estimated over all of them."""
+    is the first input's), with ``mixed_rounds`` the collections' sizes, noise and DAgger rounds
+    (``ROUND_SETTINGS``; the merged meta keeps none of them at its top level), and with ``mixed_laws`` the LQR
+    laws' settings (e.g. periodic laws on straight walks and time-indexed ones on arcs): each snippet then keeps
+    its own law's settings (``snippet_law``), which relabelling uses. Each input's differing settings are kept in
+    the meta's ``merged_from``. Each snippet may appear once; Delta is re-estimated over all of them."""
     loaded = [read_results(path) for path in paths]
-    mixed = (("planner",) if mixed_planners else ()) + (ROUND_SETTINGS if mixed_rounds else ())
+    if mixed_laws:   # the law travels with its snippet, not with the merged file
+        loaded = [([{**r, "attrs": {**r["attrs"], "lqr": json.dumps(snippet_law(r["attrs"], meta))}}
+                    for r in results], meta) for results, meta in loaded]
+    mixed = ((("planner",) if mixed_planners else ()) + (ROUND_SETTINGS if mixed_rounds else ())
+             + (("lqr",) if mixed_laws else ()))
     ignored = ("seed", "merged_from", *mixed)
     settings = [{k: v for k, v in meta.items() if k not in ignored} for _, meta in loaded]
     for path, other in zip(paths[1:], settings[1:]):
         if other != settings[0]:
             differ = sorted(k for k in {*other, *settings[0]} if other.get(k) != settings[0].get(k))
-            hint = (" (--mixed-planners merges them anyway)" if differ == ["planner"] and not mixed_planners else
-                    " (--mixed-rounds merges them anyway)" if set(differ) <= set(ROUND_SETTINGS) else "")
+            flags = {"planner": "--mixed-planners", "lqr": "--mixed-laws", **dict.fromkeys(ROUND_SETTINGS,
+                                                                                        "--mixed-rounds")}
+            needed = sorted({flags[k] for k in differ if k in flags})
+            hint = f" ({' '.join(needed)} merges them anyway)" if needed and all(k in flags for k in differ) else ""
             raise ConfigError(f"{path} was collected with other settings than {paths[0]} (they differ in "
                               f"{', '.join(differ)}); merge only collections made with the same settings{hint}")
     seen: dict[str, Path | str] = {}
@@ -803,7 +828,8 @@ def merge_datasets(paths: list[Path | str], out_path: Path | str, mixed_planners
                 raise ConfigError(f"{snippet} is in both {seen[snippet]} and {path}; merge each snippet once")
             seen[snippet] = path
     metas = [meta for _, meta in loaded]
-    meta = {**{k: v for k, v in metas[0].items() if k not in (ROUND_SETTINGS if mixed_rounds else ())},
+    dropped = (ROUND_SETTINGS if mixed_rounds else ()) + (("lqr",) if mixed_laws else ())
+    meta = {**{k: v for k, v in metas[0].items() if k not in dropped},
             "merged_from": [{"path": str(p), "seed": m.get("seed"), **{k: m[k] for k in mixed if k in m}}
                             for p, m in zip(paths, metas)]}
     return write_dataset(out_path, [r for results, _ in loaded for r in results], meta=meta)
@@ -852,15 +878,22 @@ class _Trajectories:
                      if k != "lengths"}
         self.device = device
 
-    def windows(self, batch: int, length: int, generator: torch.Generator | None) -> Windows:
-        """Gather [B, length + K] states, [B, length] per-step arrays and the mask (module docstring)."""
+    def windows(self, batch: int, length: int, generator: torch.Generator | None,
+                per_snippet: bool = False) -> Windows:
+        """Gather [B, length + K] states, [B, length] per-step arrays and the mask (module docstring). Windows start
+        at any valid step with the same probability, or with ``per_snippet`` each snippet's windows are drawn
+        equally often (a few snippets with little data, e.g. arcs beside walks with many DAgger rounds)."""
         if batch < 1 or length < 1:
             raise ConfigError(f"batch and length must be >= 1, got {batch} and {length}")
         valid = (self.lengths - LOOKAHEAD + 1).clamp(min=0)  # steps t with s_{t..t+K} in the trajectory
         if valid.sum() == 0:
             raise ConfigError(f"no trajectory has more than lookahead = {LOOKAHEAD} steps")
+        weights = valid.double()
+        if per_snippet:
+            per_owner = torch.zeros(int(self.owner.max()) + 1, dtype=torch.double).index_add_(0, self.owner, weights)
+            weights = weights / per_owner[self.owner].clamp(min=1.0)
         gen_device = generator.device if generator is not None else torch.device("cpu")
-        which = torch.multinomial(valid.double().to(gen_device), batch, replacement=True, generator=generator).cpu()
+        which = torch.multinomial(weights.to(gen_device), batch, replacement=True, generator=generator).cpu()
         last_start = (valid[which] - length).clamp(min=0)
         start = (torch.rand(batch, generator=generator, device=gen_device).cpu() * (last_start + 1)).long()
         t = start[:, None] + torch.arange(length + LOOKAHEAD)  # [B, L+K] time indices
@@ -938,13 +971,14 @@ class NPMPDataset:
         return self
 
     def sample_bc(self, batch: int, length: int, generator: torch.Generator | None = None,
-                  device: torch.device | str | None = None) -> Batch:
+                  device: torch.device | str | None = None, per_snippet: bool = False) -> Batch:
         """Noisy-rollout subsequences (eq 8.4 inside eq 8.3): states [B, length + K, S], the expert's mean actions
         [B, length, A] and mask [B, length]; positions past a trajectory's end are zeros with mask 0. ``device``:
-        where the tensors go (the data moves there once); the generator may live on the CPU or that device."""
+        where the tensors go (the data moves there once); the generator may live on the CPU or that device;
+        ``per_snippet`` as in ``_Trajectories.windows``."""
         if device is not None:
             self.to(device)
-        w = self.bc.windows(batch, length, generator)
+        w = self.bc.windows(batch, length, generator, per_snippet)
         states = self.bc.data["states"][w.state_index] * w.state_ok[..., None]
         actions = self.bc.data["mean_actions"][w.action_index] * w.mask[..., None]
         return Batch(states, actions, w.mask, self._reference_windows(self.bc, w))

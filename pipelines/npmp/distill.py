@@ -30,6 +30,7 @@ from priors.npmp import NPMP, NPMPConfig, save_primitives
 
 SCHEMES = ("bc", "lfpc")
 LR_SCHEDULES = ("constant", "cosine")
+WINDOW_WEIGHTS = ("steps", "snippets")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,7 @@ class DistillConfig:
     perturbations: int = 5  # ... each with this many perturbed copies (thesis: 5)
     lr: float = 1e-4
     lr_schedule: str = "constant"  # cosine: from lr to near 0 at the last step (§8.5.4 gives no schedule)
+    windows: str = "steps"  # BC windows drawn uniformly over all steps, or "snippets": each snippet equally often
     seed: int = 0
     log_every: int = 50
     save_every: int = 500
@@ -56,6 +58,10 @@ class DistillConfig:
             raise ValueError(f"lr must be > 0, got {self.lr}")
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}")
+        if self.windows not in WINDOW_WEIGHTS:
+            raise ValueError(f"windows must be one of {', '.join(WINDOW_WEIGHTS)}, got {self.windows!r}")
+        if self.windows == "snippets" and self.scheme != "bc":
+            raise ValueError("windows='snippets' weighs the BC rollouts; lfpc draws from one nominal per snippet")
 
 
 def lr_factor(config: DistillConfig, step: int) -> float:
@@ -70,7 +76,8 @@ def lr_factor(config: DistillConfig, step: int) -> float:
 def sample_batch(dataset, config: DistillConfig, generator: torch.Generator, device):
     """(states, target actions, mask) for one update of the chosen scheme."""
     if config.scheme == "bc":
-        return dataset.sample_bc(config.batch, config.length, generator, device=device)
+        return dataset.sample_bc(config.batch, config.length, generator, device=device,
+                                 per_snippet=config.windows == "snippets")
     return dataset.sample_lfpc(config.lfpc_batch, config.length, config.perturbations, generator, device=device)
 
 
