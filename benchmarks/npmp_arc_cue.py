@@ -2,8 +2,9 @@
 
 A looped walk bent into an arc (``envs.mocap.convert --curve``) differs from the straight walk, as the encoder reads
 it (``evaluate.reference_states``: the walker put on each frame), almost only in its yaw rate: the joint angles are
-the same and only the root turns. Primitives that turn on command must carry that cue from the reference through the
-latent to their actions. This measures whether they do, at the teacher's own states: along the noise-free run of
+the same and only the root turns. Primitives with ``path_offsets`` (``distill --path-offsets``) also read the
+reference root's path ahead, where the bend shows as a heading change. Primitives that turn on command must carry
+that cue from the reference through the latent to their actions. This measures whether they do, at the teacher's own states: along the noise-free run of
 each arc's LQR law (the ``nominal`` trajectory stored in a data file collected with ``--expert-policy lqr``) the
 decoder acts with the closed-loop latent of three references: the arc's own, the straight walk's and the mirrored
 arc's (bent the other way). Reported per arc and primitives:
@@ -61,7 +62,7 @@ def measure(model, states, labels, references: dict) -> dict:
 
     actions = {}
     for name, reference in references.items():
-        latent = reference_encoder(model, torch.as_tensor(reference))
+        latent = reference_encoder(model, torch.as_tensor(reference.states), torch.as_tensor(reference.root))
         with torch.no_grad():
             actions[name] = torch.stack([model.decode(s, latent(t, s))[0].clamp(-1.0, 1.0)
                                          for t, s in enumerate(states)])
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from envs import EnvError
     from pipelines.npmp.data import ConfigError, read_results
-    from pipelines.npmp.evaluate import reference_states
+    from pipelines.npmp.evaluate import reference_playback
     from priors.npmp import ModuleFileError, load_primitives
 
     torch.set_num_threads(1)
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     results.setdefault("primitives", {})
     for arc, (walk, mirror) in parts.items():
         try:
-            references = {name: reference_states(snippet, ref_path=str(args.mocap))
+            references = {name: reference_playback(snippet, ref_path=str(args.mocap))
                           for name, snippet in (("own", arc), ("straight", walk), ("mirror", mirror))}
         except (EnvError, ConfigError, ValueError, KeyError) as e:
             fail(f"{arc}: {str(e).splitlines()[0]}")
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         steps = int(nominal["lengths"][0])
         states = torch.as_tensor(nominal["states"][:steps])
         labels = torch.as_tensor(nominal["mean_actions"][:steps])
-        cue = reference_cue(references["own"], references["straight"])
+        cue = reference_cue(references["own"].states, references["straight"].states)
         for path, model in models.items():
             rows = results["primitives"].setdefault(str(path), {})
             if arc in rows:

@@ -86,7 +86,7 @@ def training_fit(path: Path, primitives: Path, edge: int, only: list[str] | None
 
     from agents.config import ConfigError
     from pipelines.npmp.data import NPMPDataset, snippet_mocap
-    from pipelines.npmp.evaluate import primitives_actor, reference_states
+    from pipelines.npmp.evaluate import primitives_actor, reference_playback
     from priors.io import ModuleFileError
     from priors.npmp import load_primitives
 
@@ -99,7 +99,7 @@ def training_fit(path: Path, primitives: Path, edge: int, only: list[str] | None
             collected, total = int(dataset.attrs[snippet]["trajectories"]), dataset.bc_trajectories(snippet)
             in_last = bool(rounds) and snippet in (rounds[-1].get("snippets") or dataset.snippets)
             last_start = total - int(rounds[-1]["trajectories"]) if in_last else total
-            reference = reference_states(snippet, ref_path=snippet_mocap(dataset.attrs[snippet]))
+            reference = reference_playback(snippet, ref_path=snippet_mocap(dataset.attrs[snippet]))
             for index in range(total):
                 t = dataset.trajectory(snippet, "bc", index)
                 actor = primitives_actor(model, snippet, reference=reference)

@@ -83,11 +83,11 @@ def law_controller(data: Path, snippet: str, mocap: Path):
 def primitives_controller(path: Path, snippet: str, mocap: Path):
     import envs
     from envs.mocap.tracking import TIMED_FAMILY
-    from pipelines.npmp.evaluate import primitives_actor, reference_states
+    from pipelines.npmp.evaluate import primitives_actor, reference_playback
     from priors.npmp import load_primitives
 
     model, _ = load_primitives(path)
-    reference = reference_states(snippet, 0, str(mocap))
+    reference = reference_playback(snippet, 0, str(mocap))
     env = envs.make(f"{TIMED_FAMILY}:{snippet}", seed=0, clip_start=True, ref_path=str(mocap), **NO_TRACKING_END)
     return env, lambda: primitives_actor(model, snippet, 0, str(mocap), reference)   # one actor per episode
 

@@ -46,9 +46,10 @@ def imitate(model, snippet: str, compare_steps: int) -> dict:
     the reference's headings (radians, unwrapped) over the first ``compare_steps`` steps, or until the episode
     ended."""
     from envs.mocap import tracking
-    from pipelines.npmp.evaluate import reference_encoder, reference_states
+    from pipelines.npmp.evaluate import reference_encoder, reference_playback
 
-    latent = reference_encoder(model, torch.as_tensor(reference_states(snippet)))
+    reference = reference_playback(snippet)
+    latent = reference_encoder(model, torch.as_tensor(reference.states), torch.as_tensor(reference.root))
     env = tracking.make(f"{tracking.TIMED_FAMILY}:{snippet}", seed=0, clip_start=True)
     try:
         obs, _ = env.reset(seed=0)

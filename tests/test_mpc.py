@@ -237,7 +237,7 @@ def test_planner_expert_collects_bc_and_lfpc_data(tmp_path):
     assert 0.02 < np.abs(bc["actions"] - bc["mean_actions"]).mean() < 0.12
     assert result["attrs"]["env"] == "humanoid-track-time:09_02-0"
     dataset = data.NPMPDataset(data.write_dataset(tmp_path / "data.h5", [result]))
-    states, actions, mask, _ = dataset.sample_bc(4, 10)
+    states, actions, mask, *_ = dataset.sample_bc(4, 10)
     assert states.shape[0] == 4 and actions.shape == (4, 10, 56) and mask.sum() > 0
     assert dataset.sample_lfpc(2, 10, 2)[1].shape == (4, 10, 56)
     # without feedback the planner has no Jacobian: BC data only, and LFPC says so

@@ -176,7 +176,7 @@ def test_hdf5_roundtrip_and_masks_of_short_trajectories(collected):
     bc = results[0]["bc"]
     lengths = [len(dataset.trajectory(s, "bc", i)["actions"]) for s in dataset.snippets for i in range(TRAJECTORIES)]
     length = max(lengths) + 3  # longer than every trajectory: every window is padded
-    states, actions, mask, _ = dataset.sample_bc(64, length, torch.Generator().manual_seed(0))
+    states, actions, mask, *_ = dataset.sample_bc(64, length, torch.Generator().manual_seed(0))
     assert states.shape == (64, length + LOOKAHEAD, 224) and actions.shape == (64, length, 56)
     trajectories = [dataset.trajectory(s, "bc", i) for s in dataset.snippets for i in range(TRAJECTORIES)]
     for row in range(64):
@@ -193,7 +193,7 @@ def test_hdf5_roundtrip_and_masks_of_short_trajectories(collected):
     np.testing.assert_array_equal(dataset.trajectory(SNIPPETS[0], "bc", 0)["states"],
                                   bc["states"][:bc["lengths"][0] + 1])
     # one-step windows: any valid step t of any trajectory, s_{t..t+K} and mu_E(s_t), all with mask 1
-    states, actions, mask, _ = dataset.sample_bc(64, 1, torch.Generator().manual_seed(2), device="cpu")
+    states, actions, mask, *_ = dataset.sample_bc(64, 1, torch.Generator().manual_seed(2), device="cpu")
     assert mask.all()
     starts = set()
     for row in range(64):
@@ -216,7 +216,7 @@ def test_lfpc_targets_are_linear_feedback_and_match_finite_differences(experts, 
     dataset = NPMPDataset(path, snippets=[SNIPPETS[0]])
     nominal = dataset.trajectory(SNIPPETS[0])
     B, P, L = 3, 4, 4
-    states, targets, mask, _ = dataset.sample_lfpc(B, L, P, torch.Generator().manual_seed(0))
+    states, targets, mask, *_ = dataset.sample_lfpc(B, L, P, torch.Generator().manual_seed(0))
     assert states.shape == (B * P, L + LOOKAHEAD, 224) and targets.shape == (B * P, L, 56)
     for row in range(B * P):
         start = int(np.argmin(np.abs(nominal["states"] - states[row, 0].numpy()).sum(1)))
@@ -259,7 +259,7 @@ def test_held_out_snippets_are_excluded(collected):
     results, path = collected
     dataset = NPMPDataset(path, snippets=[SNIPPETS[1]])
     held_out = {tuple(np.round(s, 5)) for s in results[0]["bc"]["states"][1:]}
-    states, _, mask, _ = dataset.sample_bc(32, 5, torch.Generator().manual_seed(1))
+    states, _, mask, *_ = dataset.sample_bc(32, 5, torch.Generator().manual_seed(1))
     kept = results[1]["bc"]["states"]
     for row in states[:, 1].numpy():  # s_1 differs between snippets (s_0 is each clip's first frame)
         assert np.abs(kept - row).sum(1).min() == 0 and tuple(np.round(row, 5)) not in held_out

@@ -46,6 +46,42 @@ def test_windows_stack_the_lookahead_states():
         NPMPConfig(state_dim=2, action_dim=1, lookahead_source="clip").validate()
 
 
+def test_reference_path_reads_displacement_and_turn_in_the_present_heading_and_feeds_the_encoder(tmp_path):
+    from priors.npmp.model import reference_path
+
+    # a walk along +y (heading pi/2), then a quarter turn to the left: frame t sees the root 1 m per frame ahead
+    root = torch.tensor([[0.0, 0.0, math.pi / 2], [0.0, 1.0, math.pi / 2], [0.0, 2.0, math.pi],
+                         [-1.0, 2.0, -math.pi + 0.1]])
+    path = reference_path(root, (1, 2))
+    assert path.shape == (4, 6)
+    torch.testing.assert_close(path[0], torch.tensor([1.0, 0.0, 0.0, 2.0, 0.0, math.pi / 2]))
+    torch.testing.assert_close(path[2, :3], torch.tensor([1.0, 0.0, 0.1]))   # the turn is wrapped across +-pi
+    torch.testing.assert_close(path[3], torch.zeros(6))                      # past the end the last frame repeats
+    assert reference_path(root, ()).shape == (4, 0)
+    for bad in (dict(path_offsets=(15,)), dict(path_offsets=(0,), lookahead_source="reference"),
+                dict(path_offsets=(30, 15), lookahead_source="reference")):
+        with pytest.raises(ValueError, match="path_offsets"):
+            tiny(**bad)
+    # x_t = [s_t, r_{t+1}, p_t]; the path is normalised on its own and the latent depends on it
+    torch.manual_seed(0)
+    model = tiny(lookahead_source="reference", path_offsets=(1, 2))
+    states, path_batch = torch.randn(2, 4, 3), path.expand(2, 4, 6)
+    x = model.windows(states, -states, path_batch)
+    assert x.shape == (2, 3, 12) and torch.equal(x[1, 2, 6:], path[2])
+    with pytest.raises(ValueError, match="reference path"):
+        model.windows(states, -states)
+    model.set_normalisation(states.flatten(0, 1), path)
+    torch.testing.assert_close(model.path_scale, path.std(0).clamp_min(1e-2))
+    z = torch.zeros(2)
+    turned = x[1, 2].clone()
+    turned[-1] = -turned[-1]
+    assert not torch.allclose(model.encode_step(z, x[1, 2])[0], model.encode_step(z, turned)[0])
+    loss, _ = model.loss(states, torch.randn(2, 3, 2), targets=-states, path=path_batch)
+    assert torch.isfinite(loss)
+    loaded = load_primitives(save_primitives(model, tmp_path / "prim", {"proprio": 3}))[0]
+    assert loaded.config.path_offsets == (1, 2) and torch.equal(loaded.path_shift, model.path_shift)
+
+
 def normal_log_prob(x, mean, std):
     return (-0.5 * ((x - mean) / std) ** 2 - torch.log(std) - 0.5 * math.log(2 * math.pi)).sum(-1)
 
@@ -119,7 +155,7 @@ def test_state_normalisation_feeds_both_networks_standardised_states_and_is_save
     torch.manual_seed(4)
     model = tiny()
     data = torch.randn(500, 3) * torch.tensor([0.1, 1.0, 10.0]) + torch.tensor([5.0, 0.0, -3.0])
-    model.set_state_normalisation(data)
+    model.set_normalisation(data)
     assert torch.allclose(model.state_shift, data.mean(0)) and torch.allclose(model.state_scale, data.std(0))
     plain = tiny()
     plain.load_state_dict({**model.state_dict(), "state_shift": torch.zeros(3), "state_scale": torch.ones(3)})

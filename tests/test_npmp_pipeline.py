@@ -234,7 +234,7 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     (result,), _ = read_results(data)
     assert result["attrs"]["mocap"] == str(mocap) and snippet_frames(looped, mocap) == 134
     dataset = NPMPDataset(data, lookahead_source="reference")   # the reference is the looped clip's
-    from pipelines.npmp.evaluate import reference_states
+    from pipelines.npmp.evaluate import Reference, reference_playback, reference_states
 
     np.testing.assert_array_equal(dataset.reference.numpy(), reference_states(looped, ref_path=mocap))
     assert len(dataset.reference) > snippet_frames("07_01-0") + 40   # 4 s of walking, not the 2.6 s clip
@@ -343,11 +343,44 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
         assert exit_.value.code == 2 and message in capsys.readouterr().err
     nominal = result["nominal"]
     states, labels = (torch.as_tensor(nominal[k][:int(nominal["lengths"][0])]) for k in ("states", "mean_actions"))
-    reference = reference_states(looped, ref_path=mocap)
-    same = measure(load_primitives(primitives)[0], states, labels, {"own": reference, "straight": reference[::-1].copy(),
+    reference = reference_playback(looped, ref_path=mocap)
+    reversed_ = Reference(reference.states[::-1].copy(), reference.root[::-1].copy())
+    same = measure(load_primitives(primitives)[0], states, labels, {"own": reference, "straight": reversed_,
                                                                     "mirror": reference})
     assert same["own_vs_mirror"] == 0.0 and same["label_mse"]["own"] == same["label_mse"]["mirror"]
     assert same["label_mse"]["straight"] != same["label_mse"]["own"]   # the latent reads the reference it is given
+    # primitives that also read the reference's path (distill --path-offsets): the dataset's path is the clip's, the
+    # latent depends on it, a DAgger round drives with it, and --init keeps it
+    from priors.npmp.model import reference_path
+
+    pathed = tmp_path / "pathed"
+    assert npmp_main(["distill", "--data", str(data), *TINY_MODEL, "--path-offsets", "15", "30",
+                      "--out", str(pathed)]) == 0
+    path_model, path_meta = load_primitives(pathed)
+    assert path_model.config.path_offsets == (15, 30) and path_meta["config"]["path_offsets"] == [15, 30]
+    with_path = NPMPDataset(data, lookahead_source="reference", path_offsets=(15, 30))
+    torch.testing.assert_close(with_path.path, reference_path(torch.as_tensor(reference.root), (15, 30)))
+    batch = with_path.sample_bc(3, 4, torch.Generator().manual_seed(0))
+    assert batch.path.shape == (3, 4 + 5, 6) and batch.path.abs().sum() > 0
+    from pipelines.npmp.evaluate import reference_encoder
+
+    mirrored = reference.root * np.array([1, 1, -1], np.float32)   # the heading negated
+    latents = [reference_encoder(path_model, torch.as_tensor(reference.states), torch.as_tensor(root))(0, states[0])
+               for root in (reference.root, mirrored)]
+    assert not torch.allclose(*latents, rtol=0, atol=1e-7)
+    cue = measure(path_model, states, labels, {"own": reference, "straight": reference,
+                                               "mirror": Reference(reference.states, mirrored)})
+    assert cue["label_mse"]["own"] == cue["label_mse"]["straight"]
+    with pytest.raises(ValueError, match="root's"):
+        reference_encoder(path_model, torch.as_tensor(reference.states))
+    assert npmp_main(["relabel", "--data", str(data), "--primitives", str(pathed), "--out",
+                      str(tmp_path / "pathed.h5"), "--trajectories", "1", "--processes", "1"]) == 0
+    capsys.readouterr()
+    for bad, message in ((["--init", str(pathed), "--path-offsets", "15"], "cannot apply"),
+                         (["--path-offsets", "0"], "increasing positive"),
+                         (["--path-offsets", "15", "--lookahead", "trajectory"], "need the reference look-ahead")):
+        assert npmp_main(["distill", "--data", str(data), *TINY_MODEL, *bad, "--out", str(tmp_path / "no")]) == 2
+        assert message in capsys.readouterr().err and not (tmp_path / "no").exists()
     capsys.readouterr()
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(tmp_path / "y.h5"),
                       "--trajectories", "1", "--processes", "1", *planner]) == 2

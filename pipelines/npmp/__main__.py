@@ -112,6 +112,11 @@ def _distill_args(p):
                         "clip's reference states (for experts that do not track closely; priors/npmp/model.py). "
                         "Default: reference for planner (mpc) data, where it tracked longer (docs/npmp.md), "
                         "trajectory for svg0 data")
+    p.add_argument("--path-offsets", type=int, nargs="+", default=None, metavar="FRAMES",
+                   help="with the reference look-ahead, also show the encoder the reference root's path: its "
+                        "displacement and heading change FRAMES ahead, in the present heading (e.g. 15 30 45; "
+                        "a departure from the seed for turning: docs/npmp.md). Default: none, or with --init the "
+                        "initial primitives' own")
     p.add_argument("--encoder-hidden", default="1024,1024")
     p.add_argument("--decoder-hidden", default="1024,1024,1024")
     p.add_argument("--logdir", type=Path, default=None,
@@ -366,12 +371,25 @@ def distill(args) -> Path:
         args.snippets = args.snippets or [s for s in collected.snippets if s not in args.held_out]
     if args.lookahead is None:
         args.lookahead = "reference" if read_meta(args.data).get("experts") == "mpc" else "trajectory"
-    dataset = NPMPDataset(args.data, snippets=args.snippets, lookahead_source=args.lookahead)
-    initial, provenance = None, {}
+    initial, provenance, init_meta = None, {}, None
     if args.init is not None:
         from priors.npmp import load_primitives
 
         initial, init_meta = load_primitives(args.init)
+        if args.path_offsets is not None and tuple(args.path_offsets) != initial.config.path_offsets:
+            raise ConfigError(f"{args.init} reads the reference's path at "
+                              f"{initial.config.path_offsets or 'no offsets'}; --init continues it with its own "
+                              f"settings, so --path-offsets "
+                              f"{' '.join(map(str, args.path_offsets))} cannot apply (distil afresh without --init)")
+        args.path_offsets = initial.config.path_offsets
+    path_offsets = tuple(args.path_offsets or ())
+    try:
+        NPMPConfig(state_dim=1, action_dim=1, lookahead_source=args.lookahead, path_offsets=path_offsets).validate()
+    except ValueError as e:
+        raise ConfigError(f"--path-offsets: {e}") from None
+    dataset = NPMPDataset(args.data, snippets=args.snippets, lookahead_source=args.lookahead,
+                          path_offsets=path_offsets)
+    if initial is not None:
         # the meta's own "distill" is this run's; what the primitives went through before is kept beside it
         provenance = {"continued_from": {"path": _repo_relative(args.init), "data": init_meta.get("data"),
                                          "distill": init_meta.get("distill"),
@@ -390,7 +408,7 @@ def distill(args) -> Path:
                                   latent_dim=args.latent_dim, encoder_hidden=_widths(args.encoder_hidden),
                                   decoder_hidden=_widths(args.decoder_hidden),
                                   beta=0.1 if args.beta is None else args.beta,
-                                  lookahead_source=args.lookahead)
+                                  lookahead_source=args.lookahead, path_offsets=path_offsets)
     config = DistillConfig(scheme=args.scheme, steps=args.distill_steps, batch=args.batch, lr=args.lr,
                            lr_schedule=args.lr_schedule, windows=args.windows, seed=args.seed)
     # clips of another mocap file than the shipped one (looped walks): evaluate reads their reference there

@@ -857,12 +857,14 @@ class Windows(NamedTuple):
 
 
 class Batch(NamedTuple):
-    """One distillation batch: states [B, L+K, S], target actions [B, L, A], mask [B, L], and the encoder's
-    look-ahead source [B, L+K, S] (the clip's reference states; None when it is the states themselves)."""
+    """One distillation batch: states [B, L+K, S], target actions [B, L, A], mask [B, L], the encoder's
+    look-ahead source [B, L+K, S] (the clip's reference states; None when it is the states themselves) and the
+    reference's path [B, L+K, P] (``priors.npmp.model.reference_path``; None without ``path_offsets``)."""
     states: torch.Tensor
     actions: torch.Tensor
     mask: torch.Tensor
     lookahead: torch.Tensor | None = None
+    path: torch.Tensor | None = None
 
 
 class _Trajectories:
@@ -909,9 +911,10 @@ class NPMPDataset:
     """The HDF5 file of ``collect``, restricted to ``snippets`` (None: all; hold clips out by leaving them out)."""
 
     def __init__(self, path: Path | str, snippets: list[str] | None = None, device: torch.device | str = "cpu",
-                 lookahead_source: str = "trajectory"):
+                 lookahead_source: str = "trajectory", path_offsets: tuple[int, ...] = ()):
         """``lookahead_source`` "reference": batches also carry each window's reference states (the clip's
-        kinematic playback at the same time indices: priors/npmp/model.py), computed here from the shipped clips."""
+        kinematic playback at the same time indices: priors/npmp/model.py), computed here from the shipped clips;
+        ``path_offsets``: and the reference's path at those offsets (``reference_path``)."""
         self.path, self.device = Path(path), torch.device(device)
         try:
             with h5py.File(self.path, "r") as f:
@@ -939,24 +942,34 @@ class NPMPDataset:
         self.nominal = _Trajectories(parts["nominal"], self.device)
         self.state_dim = int(self.delta_std.shape[0])
         self.action_dim = int(self.bc.data["mean_actions"].shape[1])
-        self.reference = None
+        self.reference = self.path = None
+        self.path_offsets = tuple(path_offsets)
         if lookahead_source == "reference":
-            from pipelines.npmp.evaluate import reference_states
+            from pipelines.npmp.evaluate import reference_playback
+            from priors.npmp.model import reference_path
 
-            clips = [torch.as_tensor(reference_states(s, ref_path=snippet_mocap(self.attrs[s]))) for s in chosen]
-            self._reference_last = torch.as_tensor([len(c) - 1 for c in clips])
+            clips = [reference_playback(s, ref_path=snippet_mocap(self.attrs[s])) for s in chosen]
+            self._reference_last = torch.as_tensor([len(c.states) - 1 for c in clips])
             self._reference_offsets = torch.cumsum(self._reference_last + 1, 0) - self._reference_last - 1
-            self.reference = torch.cat(clips).to(self.device)
+            self.reference = torch.cat([torch.as_tensor(c.states) for c in clips]).to(self.device)
+            if self.path_offsets:
+                self.path = torch.cat([reference_path(torch.as_tensor(c.root), self.path_offsets)
+                                       for c in clips]).to(self.device)
         elif lookahead_source != "trajectory":
             raise ConfigError(f"lookahead_source must be 'trajectory' or 'reference', got {lookahead_source!r}")
+        elif self.path_offsets:
+            raise ConfigError("path_offsets need the reference look-ahead (lookahead_source 'reference')")
 
-    def _reference_windows(self, store: _Trajectories, w: Windows) -> torch.Tensor | None:
-        """The reference states at the windows' time indices [B, L+K, S] (zero where the window is padding)."""
+    def _reference_windows(self, store: _Trajectories, w: Windows) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The reference states [B, L+K, S] and path [B, L+K, P] at the windows' time indices (zero where the
+        window is padding; None where the dataset has none)."""
         if self.reference is None:
-            return None
+            return None, None
         snippet = store.owner[w.which]
-        index = self._reference_offsets[snippet, None] + torch.minimum(w.time, self._reference_last[snippet, None])
-        return self.reference[index.to(self.device)] * w.state_ok[..., None]
+        index = (self._reference_offsets[snippet, None]
+                 + torch.minimum(w.time, self._reference_last[snippet, None])).to(self.device)
+        gather = lambda table: None if table is None else table[index] * w.state_ok[..., None]  # noqa: E731
+        return gather(self.reference), gather(self.path)
 
     def to(self, device: torch.device | str) -> "NPMPDataset":
         """Keep the data on ``device`` (batches are gathered where the data lives)."""
@@ -968,6 +981,8 @@ class NPMPDataset:
                 store.data = {k: v.to(device) for k, v in store.data.items()}
             if self.reference is not None:
                 self.reference = self.reference.to(device)
+            if self.path is not None:
+                self.path = self.path.to(device)
         return self
 
     def sample_bc(self, batch: int, length: int, generator: torch.Generator | None = None,
@@ -981,7 +996,7 @@ class NPMPDataset:
         w = self.bc.windows(batch, length, generator, per_snippet)
         states = self.bc.data["states"][w.state_index] * w.state_ok[..., None]
         actions = self.bc.data["mean_actions"][w.action_index] * w.mask[..., None]
-        return Batch(states, actions, w.mask, self._reference_windows(self.bc, w))
+        return Batch(states, actions, w.mask, *self._reference_windows(self.bc, w))
 
     def sample_lfpc(self, batch: int, length: int, perturbations: int, generator: torch.Generator | None = None,
                     device: torch.device | str | None = None) -> Batch:
@@ -1007,9 +1022,9 @@ class NPMPDataset:
         # J* gathered once per subsequence, not per perturbation: [B, L, A, S] is the large array here
         feedback = torch.einsum("blas,bpls->bpla", self.nominal.data["jacobians"][action_index], delta[:, :, :length])
         targets = (self.nominal.data["mean_actions"][action_index][:, None] + feedback) * mask[:, None, :, None]
-        reference = self._reference_windows(self.nominal, w)
+        repeat = lambda x: None if x is None else x.repeat_interleave(P, dim=0)  # noqa: E731
         return Batch(states.flatten(0, 1), targets.flatten(0, 1), mask.repeat_interleave(P, dim=0),
-                     None if reference is None else reference.repeat_interleave(P, dim=0))
+                     *(repeat(x) for x in self._reference_windows(self.nominal, w)))
 
     def bc_trajectories(self, snippet: str) -> int:
         """How many bc trajectories ``snippet`` has: the expert's noisy rollouts, then the episodes DAgger rounds

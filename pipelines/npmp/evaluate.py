@@ -15,11 +15,21 @@ performance: if it helps there, the encoder (not the decoder) limited the imitat
 from __future__ import annotations
 
 import statistics
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from envs.mocap import tracking
+from priors.npmp.model import reference_path
+
+
+class Reference(NamedTuple):
+    """A clip as the closed-loop encoder reads it (``reference_playback``): the walker put on each frame
+    (``states [T+1, S]``, proprio) and the reference root's floor pose on each (``root [T+1, 3]``: x, y in m and
+    the heading in rad, ``tracking.heading``), from which primitives with ``path_offsets`` read the path ahead."""
+    states: np.ndarray
+    root: np.ndarray
 
 
 @torch.no_grad()
@@ -53,34 +63,41 @@ def run_latents(model, snippet: str, latents, seed: int = 0, ref_path=None, obse
         env.close()
 
 
-def reference_encoder(model, reference: torch.Tensor):
+def reference_encoder(model, reference: torch.Tensor, root: torch.Tensor | None = None):
     """The closed-loop latent of primitives whose look-ahead reads the reference (``lookahead_source``
     "reference"): z_t = q's mean given z_{t-1}, the current state s_t and the reference states r_{t+1..t+K} (the
-    last frame repeated past the clip's end). A function ``(t, state) -> z`` for ``run_latents``."""
+    last frame repeated past the clip's end), and with ``path_offsets`` the path p_t read from the reference
+    root's poses ``root [T+1, 3]`` (``Reference``). A function ``(t, state) -> z`` for ``run_latents``."""
     K, last = model.config.lookahead, len(reference) - 1
     previous = [torch.zeros(model.config.latent_dim, device=reference.device)]
+    if model.config.path_offsets and (root is None or len(root) != len(reference)):
+        raise ValueError(f"primitives with path_offsets {model.config.path_offsets} need the reference root's "
+                         f"{len(reference)} poses, got {None if root is None else len(root)}")
+    path = (reference_path(root.to(reference), model.config.path_offsets) if model.config.path_offsets
+            else reference.new_zeros(len(reference), 0))
 
     def latent(t: int, state: torch.Tensor) -> torch.Tensor:
         ahead = reference[[min(t + j, last) for j in range(1, K + 1)]]
-        z, _ = model.encode_step(previous[0], torch.cat([state, ahead.flatten()]))
+        z, _ = model.encode_step(previous[0], torch.cat([state, ahead.flatten(), path[min(t, last)]]))
         previous[0] = z
         return z
 
     return latent
 
 
-def primitives_actor(model, snippet: str, seed: int = 0, ref_path=None, reference: np.ndarray | None = None):
+def primitives_actor(model, snippet: str, seed: int = 0, ref_path=None, reference: Reference | None = None):
     """The primitives as a tracking policy of ``snippet``: ``(t, proprio state [S]) -> command [A]``, the decoder's
     clipped mean with the latent from the encoder, closed loop on the clip's reference (``reference_encoder``;
     primitives with the look-ahead of the seed have no closed-loop encoder: ValueError). One actor per episode (the
-    encoder carries its last latent); ``reference``: the snippet's ``reference_states``, if already computed."""
+    encoder carries its last latent); ``reference``: the snippet's ``reference_playback``, if already computed."""
     if model.config.lookahead_source != "reference":
         raise ValueError("only primitives whose look-ahead reads the reference (distill --lookahead reference) "
                          "can track a clip closed loop")
     device = next(model.parameters()).device
     if reference is None:
-        reference = reference_states(snippet, seed, ref_path)
-    latent = reference_encoder(model, torch.as_tensor(reference, device=device))
+        reference = reference_playback(snippet, seed, ref_path)
+    latent = reference_encoder(model, torch.as_tensor(reference.states, device=device),
+                               torch.as_tensor(reference.root, device=device))
 
     @torch.no_grad()
     def act(t: int, state: np.ndarray) -> np.ndarray:
@@ -128,7 +145,9 @@ def evaluate_clip(model, expert_trajectory: dict, snippet: str, latent_iteration
     latents = latents[0]
     horizon = latents.shape[0]
     if model.config.lookahead_source == "reference":   # closed loop towards the demonstration's states
-        one_shot_return, one_shot_steps = run_latents(model, snippet, reference_encoder(model, states), seed, ref_path)
+        root = torch.as_tensor(reference_playback(snippet, seed, ref_path).root, device=device)
+        one_shot_return, one_shot_steps = run_latents(model, snippet, reference_encoder(model, states, root), seed,
+                                                      ref_path)
         expert_return = float(rewards.sum())
     else:                                              # the thesis: latents encoded once, played open loop
         one_shot_return, one_shot_steps = run_latents(model, snippet, latents, seed, ref_path)
@@ -148,22 +167,36 @@ def evaluate_clip(model, expert_trajectory: dict, snippet: str, latent_iteration
             "latent_opt_action_mse": [mse_before / actions.shape[1], mse_after / actions.shape[1]]}
 
 
-def reference_states(snippet: str, seed: int = 0, ref_path=None) -> np.ndarray:
-    """The proprioceptive states [T+1, S] of the snippet itself: the walker put on the reference at every frame
-    (``ReferencePlayback``) with its servos commanded to the reference (so the actuator activations it reports are
-    those of a perfect tracker). What the encoder reads when the primitives imitate a clip they are shown."""
+def reference_playback(snippet: str, seed: int = 0, ref_path=None) -> Reference:
+    """The snippet itself as the encoder reads it: the proprioceptive states [T+1, S] of the walker put on the
+    reference at every frame (``ReferencePlayback``) with its servos commanded to the reference (so the actuator
+    activations it reports are those of a perfect tracker), and the reference root's floor pose on each frame.
+    What the encoder reads when the primitives imitate a clip they are shown."""
     kwargs = {"ref_path": ref_path} if ref_path is not None else {}
     env = tracking.TrackingEnv([snippet], playback=True, reference="time", clip_start=True, seed=seed, **kwargs)
     try:
         obs, _ = env.reset(seed=seed)
-        states = [obs["proprio"]]
+        clip = env.clip_reference()
+        states, root = [], []
+
+        def record(obs):
+            t = env.time_step
+            states.append(obs["proprio"])
+            root.append([*clip["position"][t][:2], tracking.heading(clip["quaternion"][t])])
+
+        record(obs)
         while True:
             obs, _, terminated, truncated, _ = env.step(env.reference_action())
-            states.append(obs["proprio"])
+            record(obs)
             if terminated or truncated:
-                return np.asarray(states, np.float32)
+                return Reference(np.asarray(states, np.float32), np.asarray(root, np.float32))
     finally:
         env.close()
+
+
+def reference_states(snippet: str, seed: int = 0, ref_path=None) -> np.ndarray:
+    """The proprioceptive states [T+1, S] of ``reference_playback``."""
+    return reference_playback(snippet, seed, ref_path).states
 
 
 def run_episode(env, act, seed: int = 0) -> tuple[float, int, bool]:
@@ -197,11 +230,11 @@ def imitate_reference(model, snippet: str, seed: int = 0, ref_path=None, observe
     ``MAX_COMIC_REWARD`` = 1.45), and the same for the feed-forward controller the experts start from.
     ``env_options``: options of the primitives' tracking env (``run_latents``; the feed-forward run keeps the
     defaults)."""
-    states = reference_states(snippet, seed, ref_path)
+    states, root = reference_playback(snippet, seed, ref_path)
     device = next(model.parameters()).device
     reference = torch.as_tensor(states, device=device)
     if model.config.lookahead_source == "reference":
-        latents = reference_encoder(model, reference)
+        latents = reference_encoder(model, reference, torch.as_tensor(root, device=device))
     else:   # the thesis's one-shot imitation: latents encoded from the clip's states alone, then played open loop
         latents = model.encode(reference[None], sample=False)[0][0]
     total, steps = run_latents(model, snippet, latents, seed, ref_path, observe, env_options)   # the primitives' run

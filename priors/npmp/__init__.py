@@ -52,7 +52,8 @@ def load_primitives(path: Path | str = DEFAULT_PRIMITIVES, device: torch.device 
     meta, tensors = load_module(directory, FORMAT, device)
     try:
         model = NPMP(NPMPConfig.from_dict(meta["config"]))
-        for name in ("state_shift", "state_scale"):  # primitives saved before input normalisation: identity
+        # primitives saved before input normalisation (or before the path existed): identity
+        for name in ("state_shift", "state_scale", "path_shift", "path_scale"):
             tensors.setdefault(name, getattr(model, name).to(tensors[next(iter(tensors))].device))
         model.load_state_dict(tensors, strict=True)
         obs_groups = {str(g): int(n) for g, n in meta["obs_groups"].items()}

@@ -14,6 +14,12 @@ Seed 000_02c29175254ceb0c.txt, Ch 8 (transcribed in ../shared/research/seed000.m
   (closed loop from the reference they fell where the feed-forward controller falls, and tracked 1.5-1.8 times
   longer when shown the expert's own states). With the reference as look-ahead, training and use read the same
   thing, and the current state s_t lets the encoder correct for where the body is;
+- departure (``path_offsets``; docs/npmp.md, "A look-ahead that carries the path"): x_t also holds the reference's
+  path p_t: for each offset j, the reference root's displacement and heading change from frame t to frame t + j, in
+  the frame of the root's heading at t (``reference_path``). The look-ahead above is egocentric and 5 frames
+  (0.15 s) long: a 15 deg/s arc shows in it only as a 0.4-sd shift of the gyro's yaw axis, and students trained
+  with it did not act on which way an arc bends. Over 30 frames the heading change moves by 2.5-3 of its spread
+  over the stride;
 - decoder pi(a_t | s_t, z_t): Gaussian with a fixed std of 0.1 on actions normalised to [-1, 1] (no squashing: the
   experts' mean actions are the targets, and reuse clips the decoder's mean to the action bounds);
 - beta-ELBO (eq 8.3): E_q[sum_t log pi(a_t | s_t, z_t) + beta (log p_z(z_t | z_{t-1}) - log q(z_t | z_{t-1}, x_t))],
@@ -40,6 +46,24 @@ from priors.models import ar1_prior, gaussian_head, gaussian_log_prob
 
 
 LOOKAHEAD_SOURCES = ("trajectory", "reference")
+PATH_FEATURES = 3   # per path offset: displacement along the root's heading, across it, and the heading change
+
+
+def reference_path(root: torch.Tensor, offsets: tuple[int, ...]) -> torch.Tensor:
+    """p_t [T+1, 3 len(offsets)] from the reference root's floor pose ``root [T+1, 3]`` (x, y, heading in radians):
+    for each offset j, the displacement from frame t to frame min(t + j, T) rotated into the heading at t, and the
+    heading change, wrapped to [-pi, pi). Past the clip's end the last frame repeats, as in the look-ahead."""
+    last = root.shape[0] - 1
+    t = torch.arange(last + 1, device=root.device)
+    heading = root[:, 2]
+    cos, sin = torch.cos(heading), torch.sin(heading)
+    features = []
+    for j in offsets:
+        ahead = root[torch.clamp(t + j, max=last)]
+        dx, dy = ahead[:, 0] - root[:, 0], ahead[:, 1] - root[:, 1]
+        turn = torch.remainder(ahead[:, 2] - heading + torch.pi, 2 * torch.pi) - torch.pi
+        features.append(torch.stack([cos * dx + sin * dy, -sin * dx + cos * dy, turn], dim=-1))
+    return torch.cat(features, dim=-1) if features else root.new_zeros(last + 1, 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +78,11 @@ class NPMPConfig:
     beta: float = 0.1
     lookahead: int = 5
     lookahead_source: str = "trajectory"   # or "reference" (the module docstring)
+    path_offsets: tuple[int, ...] = ()     # frames ahead at which the encoder reads the reference's path
+
+    @property
+    def path_dim(self) -> int:
+        return PATH_FEATURES * len(self.path_offsets)
 
     def validate(self) -> None:
         if min(self.state_dim, self.action_dim, self.latent_dim) < 1:
@@ -67,12 +96,16 @@ class NPMPConfig:
         if self.lookahead_source not in LOOKAHEAD_SOURCES:
             raise ValueError(f"lookahead_source must be one of {', '.join(LOOKAHEAD_SOURCES)}, got "
                              f"{self.lookahead_source!r}")
+        if self.path_offsets and (self.lookahead_source != "reference" or min(self.path_offsets) < 1
+                                  or list(self.path_offsets) != sorted(set(self.path_offsets))):
+            raise ValueError("path_offsets need the reference look-ahead and must be increasing positive frame "
+                             f"counts, got {self.path_offsets} with a {self.lookahead_source} look-ahead")
 
     @classmethod
     def from_dict(cls, d: dict) -> "NPMPConfig":
         d = dict(d)
-        for key in ("encoder_hidden", "decoder_hidden"):
-            d[key] = tuple(d[key])
+        for key in ("encoder_hidden", "decoder_hidden", "path_offsets"):
+            d[key] = tuple(d.get(key, ()))   # primitives saved before path_offsets existed have none
         return cls(**d)
 
 
@@ -81,19 +114,30 @@ class NPMP(nn.Module):
         super().__init__()
         config.validate()
         self.config = c = config
-        self.encoder = mlp(c.latent_dim + (c.lookahead + 1) * c.state_dim, c.encoder_hidden, 2 * c.latent_dim)
+        self.encoder = mlp(c.latent_dim + (c.lookahead + 1) * c.state_dim + c.path_dim, c.encoder_hidden,
+                           2 * c.latent_dim)
         self.decoder = mlp(c.state_dim + c.latent_dim, c.decoder_hidden, c.action_dim)
         # states enter both networks as (s - shift) / scale: proprioception mixes angles (~0.1) with velocities
-        # (std up to ~10); ``set_state_normalisation`` fits them to the training data, identity until then (and
+        # (std up to ~10); ``set_normalisation`` fits them to the training data, identity until then (and
         # for primitives saved before they existed)
         self.register_buffer("state_shift", torch.zeros(c.state_dim))
         self.register_buffer("state_scale", torch.ones(c.state_dim))
+        self.register_buffer("path_shift", torch.zeros(c.path_dim))   # the same for the reference path
+        self.register_buffer("path_scale", torch.ones(c.path_dim))
 
-    def set_state_normalisation(self, states: torch.Tensor, min_scale: float = 1e-2) -> None:
-        """Fit the input normalisation to ``states [N, S]`` (per-dimension mean and std, the std floored at
-        ``min_scale`` so constant dimensions stay finite)."""
-        self.state_shift.copy_(states.mean(0))
-        self.state_scale.copy_(states.std(0).clamp_min(min_scale))
+    def set_normalisation(self, states: torch.Tensor, path: torch.Tensor | None = None,
+                          min_scale: float = 1e-2) -> None:
+        """Fit the input normalisation to ``states [N, S]`` and, with ``path_offsets``, to the reference path
+        ``path [M, P]`` (per-dimension mean and std, the std floored at ``min_scale`` so constant dimensions stay
+        finite)."""
+        inputs = {"state": states, **({"path": path} if self.config.path_dim else {})}
+        for name, x in inputs.items():
+            shift, scale = getattr(self, f"{name}_shift"), getattr(self, f"{name}_scale")
+            if x is None or x.dim() != 2 or x.shape[1] != shift.shape[0]:
+                raise ValueError(f"the {name} normalisation needs [N, {shift.shape[0]}] values, got "
+                                 f"{None if x is None else tuple(x.shape)}")
+            shift.copy_(x.mean(0))
+            scale.copy_(x.std(0).clamp_min(min_scale))
 
     def normalise(self, states: torch.Tensor) -> torch.Tensor:
         return (states - self.state_shift) / self.state_scale
@@ -105,28 +149,41 @@ class NPMP(nn.Module):
         return mean, torch.full_like(mean, self.config.decoder_std)
 
     def encode_step(self, z_prev: torch.Tensor, window: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """q(z_t | z_{t-1}, x_t): mean and std, ``window`` = x_t flattened (raw states; normalised here)."""
-        window = self.normalise(window.unflatten(-1, (-1, self.config.state_dim))).flatten(-2)
-        return gaussian_head(self.encoder(torch.cat([z_prev, window], dim=-1)))
+        """q(z_t | z_{t-1}, x_t): mean and std, ``window`` = x_t flattened: K + 1 states, then the path p_t when
+        the primitives read one (raw; normalised here)."""
+        c = self.config
+        split = window.shape[-1] - c.path_dim
+        states = self.normalise(window[..., :split].unflatten(-1, (-1, c.state_dim))).flatten(-2)
+        path = (window[..., split:] - self.path_shift) / self.path_scale
+        return gaussian_head(self.encoder(torch.cat([z_prev, states, path], dim=-1)))
 
-    def windows(self, states: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
-        """x_t = [s_t, f_{t+1}, ..., f_{t+K}] for t < T - K, from ``states [B, T, S]`` and the look-ahead ``targets``
-        f (``[B, T, S]`` aligned with the states; None: the states themselves): [B, T - K, (K + 1) S]."""
+    def windows(self, states: torch.Tensor, targets: torch.Tensor | None = None,
+                path: torch.Tensor | None = None) -> torch.Tensor:
+        """x_t = [s_t, f_{t+1}, ..., f_{t+K}, p_t] for t < T - K, from ``states [B, T, S]``, the look-ahead
+        ``targets`` f (``[B, T, S]`` aligned with the states; None: the states themselves) and, with
+        ``path_offsets``, the reference path ``path [B, T, P]`` (``reference_path``): [B, T - K, (K + 1) S + P]."""
         K, T = self.config.lookahead, states.shape[1]
         if T <= K:
             raise ValueError(f"need more than lookahead = {K} states to form one window, got {T}")
         ahead = states if targets is None else targets
         if ahead.shape != states.shape:
             raise ValueError(f"look-ahead targets {tuple(ahead.shape)} do not match states {tuple(states.shape)}")
-        return torch.cat([states[:, :T - K]] + [ahead[:, j:T - K + j] for j in range(1, K + 1)], dim=-1)
+        parts = [states[:, :T - K]] + [ahead[:, j:T - K + j] for j in range(1, K + 1)]
+        if self.config.path_dim:
+            if path is None or path.shape != (*states.shape[:2], self.config.path_dim):
+                raise ValueError(f"primitives with path_offsets {self.config.path_offsets} need the reference path "
+                                 f"[{states.shape[0]}, {T}, {self.config.path_dim}], got "
+                                 f"{None if path is None else tuple(path.shape)}")
+            parts.append(path[:, :T - K])
+        return torch.cat(parts, dim=-1)
 
     # -- inference ---------------------------------------------------------------------------------------------
-    def encode(self, states: torch.Tensor, sample: bool = True, targets: torch.Tensor | None = None
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+    def encode(self, states: torch.Tensor, sample: bool = True, targets: torch.Tensor | None = None,
+               path: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Latents z_{1:T-K} [B, T-K, L] for ``states [B, T, S]`` (look-ahead from ``targets``, see ``windows``)
         and the per-step KL term log q - log p_z [B, T-K] at those latents. ``sample=False`` takes q's mean at
         every step (one-shot imitation)."""
-        x = self.windows(states, targets)
+        x = self.windows(states, targets, path)
         z_prev = states.new_zeros(states.shape[0], self.config.latent_dim)
         latents, kl_terms = [], []
         for t in range(x.shape[1]):
@@ -138,14 +195,15 @@ class NPMP(nn.Module):
             z_prev = z
         return torch.stack(latents, dim=1), torch.stack(kl_terms, dim=1)
 
-    def elbo_terms(self, states: torch.Tensor, actions: torch.Tensor, targets: torch.Tensor | None = None
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def elbo_terms(self, states: torch.Tensor, actions: torch.Tensor, targets: torch.Tensor | None = None,
+                   path: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per-step log pi(a_t | s_t, z_t) and log q(z_t|.) - log p_z(z_t|z_{t-1}) [B, T-K], one sample of z, and
         the decoder's means [B, T-K, A].
 
         ``states [B, T, S]``, ``actions [B, T-K, A]``: the last K states only feed the encoder's look-ahead;
-        ``targets``: the look-ahead's source when it is not the states (``windows``)."""
-        z, kl_terms = self.encode(states, sample=True, targets=targets)
+        ``targets``, ``path``: the look-ahead's source when it is not the states, and the reference path
+        (``windows``)."""
+        z, kl_terms = self.encode(states, sample=True, targets=targets, path=path)
         T = z.shape[1]
         if actions.shape[1] != T:
             raise ValueError(f"{states.shape[1]} states give {T} steps with a full look-ahead; got "
@@ -154,9 +212,10 @@ class NPMP(nn.Module):
         return gaussian_log_prob(actions, mean, std), kl_terms, mean
 
     def loss(self, states: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None,
-             targets: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+             targets: torch.Tensor | None = None, path: torch.Tensor | None = None
+             ) -> tuple[torch.Tensor, dict[str, float]]:
         """The negative beta-ELBO (eq 8.3) per valid step (``mask [B, T-K]``: 1 where the step is real data)."""
-        log_lik, kl_terms, mean = self.elbo_terms(states, actions, targets)
+        log_lik, kl_terms, mean = self.elbo_terms(states, actions, targets, path)
         mask = torch.ones_like(log_lik) if mask is None else mask
         steps = mask.sum().clamp_min(1.0)
         log_lik_mean = (log_lik * mask).sum() / steps
