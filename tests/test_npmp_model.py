@@ -80,6 +80,15 @@ def test_reference_path_reads_displacement_and_turn_in_the_present_heading_and_f
     assert torch.isfinite(loss)
     loaded = load_primitives(save_primitives(model, tmp_path / "prim", {"proprio": 3}))[0]
     assert loaded.config.path_offsets == (1, 2) and torch.equal(loaded.path_shift, model.path_shift)
+    # primitives without a path, given one: the same actions and latents until trained, the path normalised
+    plain = tiny(lookahead_source="reference")
+    extended = plain.with_path((1, 2), path)
+    assert extended.config.path_offsets == (1, 2) and torch.allclose(extended.path_shift, path.mean(0))
+    window = x[1, 2]
+    for a, b in zip(plain.encode_step(z, window[:6]), extended.encode_step(z, window)):
+        torch.testing.assert_close(a, b)
+    with pytest.raises(ValueError, match="already"):
+        extended.with_path((3,), path[:, :3])
 
 
 def normal_log_prob(x, mean, std):

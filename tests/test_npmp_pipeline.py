@@ -376,6 +376,12 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(pathed), "--out",
                       str(tmp_path / "pathed.h5"), "--trajectories", "1", "--processes", "1"]) == 0
     capsys.readouterr()
+    added = tmp_path / "added"   # primitives without a path, continued with one
+    assert npmp_main(["distill", "--data", str(data), *TINY_MODEL, "--init", str(primitives), "--path-offsets", "15",
+                      "30", "--out", str(added)]) == 0
+    added_model, added_meta = load_primitives(added)
+    assert added_model.config.path_offsets == (15, 30) and added_meta["path_added"] == [15, 30]
+    assert added_model.config.latent_dim == load_primitives(primitives)[0].config.latent_dim
     for bad, message in ((["--init", str(pathed), "--path-offsets", "15"], "cannot apply"),
                          (["--path-offsets", "0"], "increasing positive"),
                          (["--path-offsets", "15", "--lookahead", "trajectory"], "need the reference look-ahead")):

@@ -116,7 +116,8 @@ def _distill_args(p):
                    help="with the reference look-ahead, also show the encoder the reference root's path: its "
                         "displacement and heading change FRAMES ahead, in the present heading (e.g. 15 30 45; "
                         "a departure from the seed for turning: docs/npmp.md). Default: none, or with --init the "
-                        "initial primitives' own")
+                        "initial primitives' own; initial primitives without a path are given one whose encoder "
+                        "weights start at zero (they act as before until trained)")
     p.add_argument("--encoder-hidden", default="1024,1024")
     p.add_argument("--decoder-hidden", default="1024,1024,1024")
     p.add_argument("--logdir", type=Path, default=None,
@@ -376,12 +377,13 @@ def distill(args) -> Path:
         from priors.npmp import load_primitives
 
         initial, init_meta = load_primitives(args.init)
-        if args.path_offsets is not None and tuple(args.path_offsets) != initial.config.path_offsets:
-            raise ConfigError(f"{args.init} reads the reference's path at "
-                              f"{initial.config.path_offsets or 'no offsets'}; --init continues it with its own "
-                              f"settings, so --path-offsets "
+        if (args.path_offsets is not None and initial.config.path_offsets
+                and tuple(args.path_offsets) != initial.config.path_offsets):
+            raise ConfigError(f"{args.init} reads the reference's path at {initial.config.path_offsets}; --init "
+                              f"continues it with its own settings, so --path-offsets "
                               f"{' '.join(map(str, args.path_offsets))} cannot apply (distil afresh without --init)")
-        args.path_offsets = initial.config.path_offsets
+        if args.path_offsets is None:
+            args.path_offsets = initial.config.path_offsets
     path_offsets = tuple(args.path_offsets or ())
     try:
         NPMPConfig(state_dim=1, action_dim=1, lookahead_source=args.lookahead, path_offsets=path_offsets).validate()
@@ -390,11 +392,6 @@ def distill(args) -> Path:
     dataset = NPMPDataset(args.data, snippets=args.snippets, lookahead_source=args.lookahead,
                           path_offsets=path_offsets)
     if initial is not None:
-        # the meta's own "distill" is this run's; what the primitives went through before is kept beside it
-        provenance = {"continued_from": {"path": _repo_relative(args.init), "data": init_meta.get("data"),
-                                         "distill": init_meta.get("distill"),
-                                         "continued_from": init_meta.get("continued_from")}}
-        initial.requires_grad_(True)
         model_config = initial.config
         if args.beta is not None and args.beta != model_config.beta:
             raise ConfigError(f"{args.init} was distilled with beta = {model_config.beta}; --init continues it with "
@@ -403,6 +400,15 @@ def distill(args) -> Path:
             raise ConfigError(f"{args.init} reads a {model_config.lookahead_source} look-ahead of "
                               f"{model_config.state_dim} states; {args.data} gives {args.lookahead} and "
                               f"{dataset.state_dim}")
+        # the meta's own "distill" is this run's; what the primitives went through before is kept beside it
+        provenance = {"continued_from": {"path": _repo_relative(args.init), "data": init_meta.get("data"),
+                                         "distill": init_meta.get("distill"),
+                                         "continued_from": init_meta.get("continued_from")}}
+        if path_offsets != model_config.path_offsets:   # primitives without a path are given one (acting as before)
+            initial = initial.with_path(path_offsets, dataset.path)
+            model_config = initial.config
+            provenance["path_added"] = list(path_offsets)
+        initial.requires_grad_(True)
     else:
         model_config = NPMPConfig(state_dim=dataset.state_dim, action_dim=dataset.action_dim,
                                   latent_dim=args.latent_dim, encoder_hidden=_widths(args.encoder_hidden),

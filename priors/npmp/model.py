@@ -18,7 +18,7 @@ Seed 000_02c29175254ceb0c.txt, Ch 8 (transcribed in ../shared/research/seed000.m
   path p_t: for each offset j, the reference root's displacement and heading change from frame t to frame t + j, in
   the frame of the root's heading at t (``reference_path``). The look-ahead above is egocentric and 5 frames
   (0.15 s) long: a 15 deg/s arc shows in it only as a 0.4-sd shift of the gyro's yaw axis, and students trained
-  with it did not act on which way an arc bends. Over 30 frames the heading change moves by 2.5-3 of its spread
+  with it did not act on which way an arc bends. Over 30 frames the heading change moves by 2.1-2.5 of its spread
   over the stride;
 - decoder pi(a_t | s_t, z_t): Gaussian with a fixed std of 0.1 on actions normalised to [-1, 1] (no squashing: the
   experts' mean actions are the targets, and reuse clips the decoder's mean to the action bounds);
@@ -125,19 +125,33 @@ class NPMP(nn.Module):
         self.register_buffer("path_shift", torch.zeros(c.path_dim))   # the same for the reference path
         self.register_buffer("path_scale", torch.ones(c.path_dim))
 
-    def set_normalisation(self, states: torch.Tensor, path: torch.Tensor | None = None,
+    def set_normalisation(self, states: torch.Tensor | None, path: torch.Tensor | None = None,
                           min_scale: float = 1e-2) -> None:
-        """Fit the input normalisation to ``states [N, S]`` and, with ``path_offsets``, to the reference path
-        ``path [M, P]`` (per-dimension mean and std, the std floored at ``min_scale`` so constant dimensions stay
-        finite)."""
-        inputs = {"state": states, **({"path": path} if self.config.path_dim else {})}
-        for name, x in inputs.items():
+        """Fit the input normalisation to ``states [N, S]`` and the reference path ``path [M, P]`` (primitives with
+        ``path_offsets``), each where given: per-dimension mean and std, the std floored at ``min_scale`` so
+        constant dimensions stay finite."""
+        for name, x in (("state", states), ("path", path)):
             shift, scale = getattr(self, f"{name}_shift"), getattr(self, f"{name}_scale")
-            if x is None or x.dim() != 2 or x.shape[1] != shift.shape[0]:
-                raise ValueError(f"the {name} normalisation needs [N, {shift.shape[0]}] values, got "
-                                 f"{None if x is None else tuple(x.shape)}")
+            if x is None:
+                continue
+            if x.dim() != 2 or x.shape[1] != shift.shape[0] or not shift.shape[0]:
+                raise ValueError(f"the {name} normalisation needs [N, {shift.shape[0]}] values, got {tuple(x.shape)}")
             shift.copy_(x.mean(0))
             scale.copy_(x.std(0).clamp_min(min_scale))
+
+    def with_path(self, offsets: tuple[int, ...], path: torch.Tensor) -> "NPMP":
+        """These primitives, also reading the reference's path at ``offsets`` (a student that already walks, given
+        the path): the encoder's new input weights start at zero, so they act exactly as before until trained; the
+        path's normalisation is fitted to ``path [M, P]``. Primitives that read a path already: ValueError."""
+        if self.config.path_offsets:
+            raise ValueError(f"these primitives read the path at {self.config.path_offsets} already")
+        model = NPMP(dataclasses.replace(self.config, path_offsets=tuple(offsets))).to(self.state_shift.device)
+        weights = {**self.state_dict(), "path_shift": model.path_shift, "path_scale": model.path_scale}
+        first = weights["encoder.0.weight"]   # its input is [z_{t-1}, states, path]: the path's columns come last
+        weights["encoder.0.weight"] = torch.cat([first, first.new_zeros(first.shape[0], model.config.path_dim)], 1)
+        model.load_state_dict(weights)
+        model.set_normalisation(None, path)
+        return model
 
     def normalise(self, states: torch.Tensor) -> torch.Tensor:
         return (states - self.state_shift) / self.state_scale
