@@ -145,7 +145,8 @@ def evaluate_clip(model, expert_trajectory: dict, snippet: str, latent_iteration
     latents = latents[0]
     horizon = latents.shape[0]
     if model.config.lookahead_source == "reference":   # closed loop towards the demonstration's states
-        root = torch.as_tensor(reference_playback(snippet, seed, ref_path).root, device=device)
+        root = (torch.as_tensor(reference_playback(snippet, seed, ref_path).root, device=device)
+                if model.config.path_offsets else None)   # the clip is played back only for the path
         one_shot_return, one_shot_steps = run_latents(model, snippet, reference_encoder(model, states, root), seed,
                                                       ref_path)
         expert_return = float(rewards.sum())
