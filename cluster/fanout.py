@@ -6,8 +6,12 @@ collection) and the benchmarks that spread independent runs over cores or machin
 lent GPU machines: Ray's wheel is too large to carry there); ``fan_out`` picks one of the two."""
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
+import os
+import signal
 import sys
+import threading
 import time
 
 from cluster.connection import connect_ray, one_line
@@ -81,7 +85,8 @@ def _report(quiet: bool, finished: int, total: int, name: str, outcome: str, sta
 def on_processes(fn, items, workers: int, label=str, quiet: bool = False) -> list:
     """``on_ray``'s contract on ``workers`` fresh local processes (spawned, one item each, so no state leaks between
     items): results in item order, a line per finished item, ``FanOutError`` naming the items that raised. ``fn``
-    must pickle by reference (a module-level function, or ``functools.partial`` of one): no lambdas."""
+    must pickle by reference (a module-level function, or ``functools.partial`` of one): no lambdas. The workers end
+    with the caller, also when it is killed."""
     items = list(items)
     if not items:
         return []
@@ -91,23 +96,47 @@ def on_processes(fn, items, workers: int, label=str, quiet: bool = False) -> lis
     results: list = [None] * len(items)
     failures: dict[str, str] = {}
     start = time.monotonic()
-    with mp.get_context("spawn").Pool(min(workers, len(items)), maxtasksperchild=1) as pool:
-        handles = [pool.apply_async(fn, (item,)) for item in items]
-        pending = set(range(len(items)))
-        while pending:
-            time.sleep(0.5)
-            for i in [i for i in sorted(pending) if handles[i].ready()]:
-                pending.discard(i)
-                try:
-                    results[i] = handles[i].get()
-                    outcome = "done"
-                except Exception as e:  # the item's own exception; the others go on
-                    failures[names[i]] = one_line(e)
-                    outcome = f"FAILED ({failures[names[i]]})"
-                _report(quiet, len(items) - len(pending), len(items), names[i], outcome, start)
+    # A parent ended by a signal would leave its workers running as orphans that keep computing and take the cores:
+    # SIGTERM unwinds the ``with`` below (which terminates the pool), and each worker asks the kernel to end it when
+    # its parent dies, which covers SIGKILL too.
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm) if in_main_thread else None
+    try:
+        with mp.get_context("spawn").Pool(min(workers, len(items)), maxtasksperchild=1,
+                                          initializer=_end_with_parent, initargs=(os.getpid(),)) as pool:
+            handles = [pool.apply_async(fn, (item,)) for item in items]
+            pending = set(range(len(items)))
+            while pending:
+                time.sleep(0.5)
+                for i in [i for i in sorted(pending) if handles[i].ready()]:
+                    pending.discard(i)
+                    try:
+                        results[i] = handles[i].get()
+                        outcome = "done"
+                    except Exception as e:  # the item's own exception; the others go on
+                        failures[names[i]] = one_line(e)
+                        outcome = f"FAILED ({failures[names[i]]})"
+                    _report(quiet, len(items) - len(pending), len(items), names[i], outcome, start)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
     if failures:
         raise FanOutError({n: failures[n] for n in names if n in failures}, results)
     return results
+
+
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def _end_with_parent(parent: int) -> None:
+    """Pool initializer: on Linux, SIGTERM this worker when the process that started it dies (prctl
+    PR_SET_PDEATHSIG), or end it now if that already happened; elsewhere a no-op."""
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
 
 
 def fan_out(fn, items, address: str | None = None, num_cpus: int | None = None, processes: int | None = None,

@@ -2,6 +2,11 @@
 cluster, resumed to more steps, skipped when done, and scored against the reference's kinematic playback."""
 import argparse
 import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +145,41 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
         experts.train_experts(["07_01-0", "09_01-0", "07_01-0"], tmp_path, 100)
     with pytest.raises(ClusterError, match="num_cpus"):
         experts.train_experts(["07_01-0"], tmp_path, 100, address="auto", num_cpus=2)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_process_fan_out_workers_end_with_a_killed_caller(signum):
+    # a collection killed by hand must not leave its workers planning on as orphans (they held the cores before)
+    caller = subprocess.Popen([sys.executable, "-c",
+                               "import time; from cluster import fanout; fanout.on_processes(time.sleep, [120, 120], 2)"],
+                              cwd=Path(__file__).resolve().parents[1])
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers := _children(caller.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(workers) >= 2, "the pool's workers did not start"
+        time.sleep(2)   # let them run their initializer
+        workers = _children(caller.pid)
+        caller.send_signal(signum)
+        caller.wait(30)
+        deadline = time.monotonic() + 30
+        while [pid for pid in workers if _alive(pid)] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [pid for pid in workers if _alive(pid)]
+    finally:
+        caller.kill()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status   # a zombie has ended; only its parent's wait is missing
