@@ -18,7 +18,7 @@ arc's (bent the other way). Reported per arc and primitives:
     python benchmarks/npmp_arc_cue.py --mocap runs/npmp/loops/mocap15.h5 --law runs/npmp/arcs/timed8.h5 \\
         --primitives runs/npmp/arcs/mix_d0 --arcs 07_01-0-loop10-left15 08_01-0-loop10-right15
 
-Results are kept per primitives and arc: a rerun measures only what the file lacks.
+Results are kept per primitives and arc, each row naming its law: a rerun measures only what the file lacks (or
 """
 from __future__ import annotations
 
@@ -99,8 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     missing = [arc for arc in args.arcs if arc not in collected]
     if missing:
         fail(f"{args.law} holds no law for {', '.join(missing)} (it has {', '.join(sorted(collected))})")
-    results = resumed_results(args.results, Path(__file__).name, argv, mocap=str(args.mocap), law=str(args.law))
-    results.setdefault("primitives", {})
+    law = str(args.law)
+    results = resumed_results(args.results, Path(__file__).name, argv, mocap=str(args.mocap))
+    earlier_law = results.pop("law", None)   # files written before each row named its law had one for all
+    for rows in results.setdefault("primitives", {}).values():
+        for row in rows.values():
+            row.setdefault("law", earlier_law)
     for arc, (walk, mirror) in parts.items():
         try:
             references = {name: reference_playback(snippet, ref_path=str(args.mocap))
@@ -114,9 +118,9 @@ def main(argv: list[str] | None = None) -> int:
         cue = reference_cue(references["own"].states, references["straight"].states)
         for path, model in models.items():
             rows = results["primitives"].setdefault(str(path), {})
-            if arc in rows:
+            if rows.get(arc, {}).get("law") == law:   # measured against this law before
                 continue
-            rows[arc] = {"steps": steps, "reference_cue": cue, **measure(model, states, labels, references)}
+            rows[arc] = {"law": law, "steps": steps, "reference_cue": cue, **measure(model, states, labels, references)}
             write_json(args.results, results)
             print(f"{path}: {arc}: label mse {rows[arc]['label_mse']}, own vs mirror {rows[arc]['own_vs_mirror']}",
                   flush=True)
