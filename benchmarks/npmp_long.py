@@ -112,13 +112,18 @@ class Upright:
 
         upright = self.steps if self.fell_at is None else self.fell_at
 
-        def turn(headings):   # degrees, counter-clockwise positive, to the step the walker was last upright
-            return round(float(np.degrees(np.unwrap(headings[:upright + 1])[-1] - headings[0])), 1)
+        def turn(headings, step=upright):   # degrees, counter-clockwise positive, from the start to ``step``
+            return round(float(np.degrees(np.unwrap(headings[:step + 1])[-1] - headings[0])), 1)
 
+        # the turn at every whole second the walker was upright: compared over the same span, walkers that fall at
+        # different times (and the spin of a fall, which counts in ``turn_degrees``) do not blur the comparison
+        seconds = [round(k / CONTROL_STEP_SECONDS) for k in range(1, int(upright * CONTROL_STEP_SECONDS + 1e-9) + 1)]
         return {"steps": upright, "fell": self.fell_at is not None, "offset_m": round(self.offsets[upright], 3),
                 "travelled_m": round(self.travelled[upright], 3),
                 "reference_travelled_m": round(self.reference_travelled[upright], 3),
-                "turn_degrees": turn(self.headings), "reference_turn_degrees": turn(self.reference_headings)}
+                "turn_degrees": turn(self.headings), "reference_turn_degrees": turn(self.reference_headings),
+                "turn_by_second_degrees": [turn(self.headings, n) for n in seconds],
+                "reference_turn_by_second_degrees": [turn(self.reference_headings, n) for n in seconds]}
 
 
 def repo_relative(path: Path) -> str:

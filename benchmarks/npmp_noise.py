@@ -10,7 +10,8 @@ below the humanoid task's fall line (0.95 m; the snippet's length if it never do
 and seed, with how far the walker then is from its start (``travelled_m``: a walk, not a stagger on the spot) and
 from the reference's root (``offset_m``: off the reference's path), and how far the walker and the reference turned
 (``turn_degrees``, ``reference_turn_degrees``, counter-clockwise positive: on a curved walk, does it turn with the
-arc?). Noise-free runs are deterministic, so sigma = 0 is run once.
+arc?), also at every whole second it stayed upright (``turn_by_second_degrees``: a fall's spin left out, and
+controllers that fall at different times compared over the same span). Noise-free runs are deterministic, so sigma = 0 is run once.
 - ``--law DATA``: the LQR law of each snippet, rebuilt from the planner's run stored in a data file collected with
   ``--expert-policy lqr`` (its ``plan`` arrays and the collection's LQR settings; nothing is planned again; a
   periodic law, ``periodic=true``, is searched again: 2-3 minutes a snippet);
@@ -141,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
                                           "of": env.last_step, "travelled_m": [e["travelled_m"] for e in episodes],
                                           "offset_m": [e["offset_m"] for e in episodes],
                                           "turn_degrees": [e["turn_degrees"] for e in episodes],
-                                          "reference_turn_degrees": [e["reference_turn_degrees"] for e in episodes]}
+                                          "reference_turn_degrees": [e["reference_turn_degrees"] for e in episodes],
+                                          **{key: [e[key] for e in episodes] for key in
+                                             ("turn_by_second_degrees", "reference_turn_by_second_degrees")}}
                     write_json(args.results, results)   # after every noise level: a stopped run keeps what it has
                     print(f"{name}: {snippet}: noise {noise:g}: upright {steps} (median {statistics.median(steps):g})",
                           flush=True)

@@ -400,6 +400,11 @@ def test_long_walk_benchmark_runs_the_primitives_on_a_looped_walk_and_resumes(tm
         record = bent[snippet]["upright"]
         expected = sign * 0.9 * record["steps"]
         assert abs(record["reference_turn_degrees"] - expected) < 20 + abs(upright["reference_turn_degrees"])
+        # the same at each whole second upright (33 or 34 steps apart): 30 degrees a second more than the walk
+        by_second = record["reference_turn_by_second_degrees"]
+        assert len(by_second) == len(record["turn_by_second_degrees"]) == int(record["steps"] * 0.03 + 1e-9)
+        for k, degrees in enumerate(by_second, 1):
+            assert abs(degrees - sign * 30 * k) < 20 + abs(upright["reference_turn_degrees"])
     assert npmp_long.main(["--mocap", str(mocap), "--results", str(out), "--upright", "--frames", str(frames)]) == 0
     assert (frames / f"{strip.name[:-4]}-upright.png").is_file()
     from envs import EnvError

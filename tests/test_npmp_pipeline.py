@@ -315,7 +315,9 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
         assert all(0 < s <= steps["0"]["of"] for row in steps.values() for s in row["upright_steps"])
         assert all(len(row["travelled_m"]) == len(row["offset_m"]) == len(row["upright_steps"])
                    == len(row["turn_degrees"]) == len(row["reference_turn_degrees"])
-                   and min(row["travelled_m"]) > 0 for row in steps.values())
+                   == len(row["turn_by_second_degrees"]) and min(row["travelled_m"]) > 0 for row in steps.values())
+        assert all(len(turns) == int(s * 0.03 + 1e-9) for row in steps.values()
+                   for turns, s in zip(row["turn_by_second_degrees"], row["upright_steps"]))
     capsys.readouterr()
     assert robust_main([*common_robust, "--law", str(data)]) == 0 and capsys.readouterr().out == ""   # kept
     for bad in (common_robust, [*common_robust, "--law", str(tmp_path / "none.h5")],
