@@ -19,6 +19,7 @@ arc's (bent the other way). Reported per arc and primitives:
         --primitives runs/npmp/arcs/mix_d0 --arcs 07_01-0-loop10-left15 08_01-0-loop10-right15
 
 Results are kept per primitives and arc, each row naming its law: a rerun measures only what the file lacks (or
+what it measured against another law).
 """
 from __future__ import annotations
 

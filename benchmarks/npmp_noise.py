@@ -11,7 +11,8 @@ and seed, with how far the walker then is from its start (``travelled_m``: a wal
 from the reference's root (``offset_m``: off the reference's path), and how far the walker and the reference turned
 (``turn_degrees``, ``reference_turn_degrees``, counter-clockwise positive: on a curved walk, does it turn with the
 arc?), also at every whole second it stayed upright (``turn_by_second_degrees``: a fall's spin left out, and
-controllers that fall at different times compared over the same span). Noise-free runs are deterministic, so sigma = 0 is run once.
+controllers that fall at different times compared over the same span). Noise-free runs are deterministic, so
+sigma = 0 is run once.
 - ``--law DATA``: the LQR law of each snippet, rebuilt from the planner's run stored in a data file collected with
   ``--expert-policy lqr`` (its ``plan`` arrays and the collection's LQR settings; nothing is planned again; a
   periodic law, ``periodic=true``, is searched again: 2-3 minutes a snippet);

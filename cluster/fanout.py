@@ -6,7 +6,6 @@ collection) and the benchmarks that spread independent runs over cores or machin
 lent GPU machines: Ray's wheel is too large to carry there); ``fan_out`` picks one of the two."""
 from __future__ import annotations
 
-import ctypes
 import multiprocessing as mp
 import os
 import signal
@@ -97,8 +96,8 @@ def on_processes(fn, items, workers: int, label=str, quiet: bool = False) -> lis
     failures: dict[str, str] = {}
     start = time.monotonic()
     # A parent ended by a signal would leave its workers running as orphans that keep computing and take the cores:
-    # SIGTERM unwinds the ``with`` below (which terminates the pool), and each worker asks the kernel to end it when
-    # its parent dies, which covers SIGKILL too.
+    # SIGTERM unwinds the ``with`` below (which terminates the pool), and each worker watches for its parent's death,
+    # which covers SIGKILL too.
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm) if in_main_thread else None
     try:
@@ -118,8 +117,8 @@ def on_processes(fn, items, workers: int, label=str, quiet: bool = False) -> lis
                         outcome = f"FAILED ({failures[names[i]]})"
                     _report(quiet, len(items) - len(pending), len(items), names[i], outcome, start)
     finally:
-        if in_main_thread:
-            signal.signal(signal.SIGTERM, previous)
+        if in_main_thread:   # None: the handler before was not Python's (restore the default)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
     if failures:
         raise FanOutError({n: failures[n] for n in names if n in failures}, results)
     return results
@@ -130,13 +129,16 @@ def _exit_on_sigterm(signum, frame):
 
 
 def _end_with_parent(parent: int) -> None:
-    """Pool initializer: on Linux, SIGTERM this worker when the process that started it dies (prctl
-    PR_SET_PDEATHSIG), or end it now if that already happened; elsewhere a no-op."""
-    if sys.platform.startswith("linux"):
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:
-            os._exit(1)
+    """Pool initializer: a daemon thread that ends this worker once ``parent`` (the caller) is no longer its parent
+    process. Not prctl's PR_SET_PDEATHSIG: that fires when the *thread* that started the worker ends, and the pool's
+    own worker-handler thread ends first when the pool terminates, killing idle workers that hold the task queue's
+    lock and hanging the caller."""
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
 
 
 def fan_out(fn, items, address: str | None = None, num_cpus: int | None = None, processes: int | None = None,

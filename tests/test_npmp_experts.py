@@ -150,9 +150,8 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
 def test_process_fan_out_workers_end_with_a_killed_caller(signum):
     # a collection killed by hand must not leave its workers planning on as orphans (they held the cores before)
-    caller = subprocess.Popen([sys.executable, "-c",
-                               "import time; from cluster import fanout; fanout.on_processes(time.sleep, [120, 120], 2)"],
-                              cwd=Path(__file__).resolve().parents[1])
+    script = "import time; from cluster import fanout; fanout.on_processes(time.sleep, [120, 120], 2)"
+    caller = subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[1])
     try:
         deadline = time.monotonic() + 60
         while len(workers := _children(caller.pid)) < 2 and time.monotonic() < deadline:
