@@ -102,10 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         fail(f"{args.law} holds no law for {', '.join(missing)} (it has {', '.join(sorted(collected))})")
     law = str(args.law)
     results = resumed_results(args.results, Path(__file__).name, argv, mocap=str(args.mocap))
-    earlier_law = results.pop("law", None)   # files written before each row named its law had one for all
-    for rows in results.setdefault("primitives", {}).values():
-        for row in rows.values():
-            row.setdefault("law", earlier_law)
+    results.setdefault("primitives", {})
     for arc, (walk, mirror) in parts.items():
         try:
             references = {name: reference_playback(snippet, ref_path=str(args.mocap))

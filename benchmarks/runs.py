@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import json
 import math
-import multiprocessing as mp
 import os
 import signal
 import time
 from pathlib import Path
 
 import numpy as np
+
+from cluster.fanout import Terminated, caller_bound_pool
 
 
 def train_and_read(env: str, agent: str, seed: int, steps: int, overrides: dict[str, str], logdir: Path,
@@ -141,29 +142,16 @@ def run_pool(job, jobs: list[tuple], workers: int, hours: float | None, on_resul
     (None: no limit), those running finish. A job that raises is reported on a line and the others go on."""
     deadline = None if hours is None else time.time() + 3600 * hours
     pending = iter(jobs)
-    # SIGTERM's default would kill this process alone and leave the workers running on as orphans; raised here,
-    # it leaves the pool's ``with`` block, which terminates them (finished runs are kept: a rerun goes on)
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         _run_in_pool(job, pending, workers, deadline, on_result, label)
-    except _Terminated:
+    except Terminated:   # the pool's workers are stopped; finished runs are kept, a rerun goes on
         print(f"[{label}] stopped by SIGTERM; the runs in progress were stopped, finished ones are kept: "
               "rerun the same command to go on", flush=True)
         raise SystemExit(128 + signal.SIGTERM) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-class _Terminated(BaseException):   # not an Exception: the per-run ``except Exception`` must not swallow it
-    pass
-
-
-def _raise_terminated(signum, frame):
-    raise _Terminated
 
 
 def _run_in_pool(job, pending, workers: int, deadline: float | None, on_result, label: str) -> None:
-    with mp.get_context("spawn").Pool(workers, maxtasksperchild=1) as pool:
+    with caller_bound_pool(workers) as pool:
         running = []
         while True:
             while len(running) < workers and (deadline is None or time.time() < deadline):

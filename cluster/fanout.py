@@ -6,6 +6,7 @@ collection) and the benchmarks that spread independent runs over cores or machin
 lent GPU machines: Ray's wheel is too large to carry there); ``fan_out`` picks one of the two."""
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
@@ -95,14 +96,8 @@ def on_processes(fn, items, workers: int, label=str, quiet: bool = False) -> lis
     results: list = [None] * len(items)
     failures: dict[str, str] = {}
     start = time.monotonic()
-    # A parent ended by a signal would leave its workers running as orphans that keep computing and take the cores:
-    # SIGTERM unwinds the ``with`` below (which terminates the pool), and each worker watches for its parent's death,
-    # which covers SIGKILL too.
-    in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm) if in_main_thread else None
     try:
-        with mp.get_context("spawn").Pool(min(workers, len(items)), maxtasksperchild=1,
-                                          initializer=_end_with_parent, initargs=(os.getpid(),)) as pool:
+        with caller_bound_pool(min(workers, len(items))) as pool:
             handles = [pool.apply_async(fn, (item,)) for item in items]
             pending = set(range(len(items)))
             while pending:
@@ -116,16 +111,37 @@ def on_processes(fn, items, workers: int, label=str, quiet: bool = False) -> lis
                         failures[names[i]] = one_line(e)
                         outcome = f"FAILED ({failures[names[i]]})"
                     _report(quiet, len(items) - len(pending), len(items), names[i], outcome, start)
-    finally:
-        if in_main_thread:   # None: the handler before was not Python's (restore the default)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+    except Terminated:
+        raise SystemExit(128 + signal.SIGTERM) from None
     if failures:
         raise FanOutError({n: failures[n] for n in names if n in failures}, results)
     return results
 
 
-def _exit_on_sigterm(signum, frame):
-    raise SystemExit(128 + signum)
+class Terminated(BaseException):
+    """SIGTERM reached the caller of ``caller_bound_pool``, whose workers are stopped. Not an ``Exception``, so a
+    per-item ``except Exception`` does not swallow it."""
+
+
+@contextlib.contextmanager
+def caller_bound_pool(workers: int):
+    """A pool of ``workers`` fresh spawned processes (one task each) that end with the caller. SIGTERM's default
+    would kill the caller alone and leave the workers computing on as orphans: while the pool is open it raises
+    ``Terminated`` instead, which leaves the ``with`` (terminating the pool); and each worker watches for its
+    parent's death, which covers SIGKILL."""
+    in_main_thread = threading.current_thread() is threading.main_thread()   # signal handlers live there only
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
+    try:
+        with mp.get_context("spawn").Pool(workers, maxtasksperchild=1, initializer=_end_with_parent,
+                                          initargs=(os.getpid(),)) as pool:
+            yield pool
+    finally:
+        if in_main_thread:   # None: the handler before was not Python's (restore the default)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated
 
 
 def _end_with_parent(parent: int) -> None:
