@@ -339,6 +339,39 @@ def test_turning_benchmark_compares_the_walker_with_the_arcs(tmp_path, capsys):
     assert "with arcs at 15 deg/s" in capsys.readouterr().err
 
 
+def test_walk_table_compares_each_arcs_turn_with_its_straight_walk(tmp_path, capsys):
+    from benchmarks import npmp_walk_table
+
+    def level(steps, turns, reference):
+        return {"upright_steps": steps, "median": sorted(steps)[len(steps) // 2], "of": 328,
+                "turn_by_second_degrees": turns, "reference_turn_by_second_degrees": [reference] * len(steps)}
+
+    walk, arc = "07_01-0-loop10", "07_01-0-loop10-right15"
+    rows = {walk: {"0": level([328], [[-1.0, -4.0]], [0.0, -2.0]),
+                   "0.03": level([100, 328, 50], [[0.0, -2.0], [0.0, -6.0], [1.0]], [0.0, -2.0])},
+            arc: {"0": level([40], [[-20.0]], [-15.0]),   # fell before 2 s noise-free
+                  "0.03": level([328, 90, 30], [[-10.0, -30.0], [-12.0, -34.0], []], [-15.0, -32.0])}}
+    results = tmp_path / "noise.json"
+    results.write_text(json.dumps({"controllers": {"primitives:runs/x/student": rows,
+                                                   "primitives:runs/x/partial": {walk: rows[walk]}}}))
+    cue = tmp_path / "cue.json"
+    cue.write_text(json.dumps({"primitives": {"runs/x/student": {arc: {"own_vs_mirror": 0.02}}}}))
+    assert npmp_walk_table.main(["--noise-results", str(results), "--cue-results", str(cue),
+                                 "--snippets", walk, arc]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("| primitives | 07_01 | 07_01 right | to the end")
+    (row,) = [line for line in lines if line.startswith("| `")]   # the partial controller lacks the arc
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:5] == ["`student`", "328 / 100", "40 / 90", "1 of 2 / 2 of 6 (σ = 0.03)", "2.0e-02 – 2.0e-02"]
+    # at 2 s: noise-free the arc had fallen; noisy -32 (two upright) minus -4 (two upright on the straight walk)
+    assert cells[5] == "– / -28"
+    assert lines[-1] == "The reference's turn at 2 s vs straight: 07_01 right -30°."
+    with pytest.raises(SystemExit):
+        npmp_walk_table.main(["--noise-results", str(cue), "--snippets", walk])
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "holds no npmp_noise.py results" in err
+
+
 def test_shipped_primitives_fit_the_issues_budget():
     """Issue 13: the shipped primitives, weights and JSON of every set, stay within 50 MB (a set re-saved in float32
     by mistake would break it: 'half' keeps the reuse-only sets small)."""
