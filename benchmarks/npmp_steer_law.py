@@ -48,29 +48,48 @@ def commanded_turn(command: str, seconds: float) -> tuple[float, bool]:
     return 0.0, True
 
 
-class SteeredLaw:
-    """``act(t, proprio)`` for ``upright_episode``: the law's command with its nominal turned toward ``command``'s
-    heading (module docstring), reading the simulator's state; ``errors``: the heading error (degrees) at every
-    step since the command began."""
+class HeadingCommand:
+    """The heading error (rad, wrapped) of the walker in ``env`` against ``command``'s heading from the walker's own
+    start heading; ``errors``: its absolute value (degrees) at every step since the command began."""
 
-    def __init__(self, expert, env, command: str, limit: float):
-        self.expert, self.env, self.command, self.limit = expert, env, command, limit
+    def __init__(self, env, command: str):
+        self.env, self.command = env, command
         self.start, self.errors = None, []
 
-    def __call__(self, t: int, proprio) -> np.ndarray:
-        from agents.lqr import get_state
+    def error(self, t: int) -> float:
         from envs.mocap.tracking import heading
 
-        physics = self.env.physics
-        state = get_state(physics.model.ptr, physics.data.ptr)
-        yaw = heading(physics.data.qpos[3:7])
+        yaw = heading(self.env.physics.data.qpos[3:7])
         self.start = yaw if self.start is None else self.start
         turn, begun = commanded_turn(self.command, t * CONTROL_STEP_SECONDS)
         error = float(np.angle(np.exp(1j * (self.start + np.radians(turn) - yaw))))
         if begun:
             self.errors.append(abs(np.degrees(error)))
-        steer = float(np.clip(error, -self.limit, self.limit))
+        return error
+
+
+class SteeredLaw(HeadingCommand):
+    """``act(t, proprio)`` for ``upright_episode``: the law's command with its nominal turned toward ``command``'s
+    heading (module docstring), reading the simulator's state."""
+
+    def __init__(self, expert, env, command: str, limit: float):
+        super().__init__(env, command)
+        self.expert, self.limit = expert, limit
+
+    def __call__(self, t: int, proprio) -> np.ndarray:
+        from agents.lqr import get_state
+
+        physics = self.env.physics
+        state = get_state(physics.model.ptr, physics.data.ptr)
+        steer = float(np.clip(self.error(t), -self.limit, self.limit))
         return self.expert.tracker.command(self.env.time_step, state, steer).astype(np.float32)
+
+
+def heading_rows(episodes: list[dict], command: str, errors: list[list[float]]) -> None:
+    """Each episode's commanded turn at its end and median heading error, added to it."""
+    for episode, error in zip(episodes, errors):
+        episode["commanded_turn_degrees"] = round(commanded_turn(command, episode["steps"] * CONTROL_STEP_SECONDS)[0], 1)
+        episode["median_heading_error_degrees"] = round(float(statistics.median(error)) if error else float("nan"), 1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,15 +133,12 @@ def main(argv: list[str] | None = None) -> int:
             fail(f"{args.law} holds no periodic law for {snippet} (collect it with --lqr-set periodic=true)")
         try:
             for command, noise in todo:
-                episodes = []
+                episodes, errors = [], []
                 for seed in range(args.seeds if noise else 1):
                     act = SteeredLaw(expert, env, command, args.steer_limit)
-                    episode = upright_episode(env, act, noise, seed)
-                    episode["commanded_turn_degrees"] = round(
-                        commanded_turn(command, episode["steps"] * CONTROL_STEP_SECONDS)[0], 1)
-                    episode["median_heading_error_degrees"] = round(
-                        float(statistics.median(act.errors)) if act.errors else float("nan"), 1)
-                    episodes.append(episode)
+                    episodes.append(upright_episode(env, act, noise, seed))
+                    errors.append(act.errors)
+                heading_rows(episodes, command, errors)
                 rows.setdefault(keys[command], {})[f"{noise:g}"] = {
                     "of": env.last_step, **{key: [e[key] for e in episodes] for key in (
                         "steps", "turn_degrees", "commanded_turn_degrees", "median_heading_error_degrees",

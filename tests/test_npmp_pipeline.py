@@ -462,3 +462,51 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     capsys.readouterr()
     assert npmp_main(["collect", "--snippets", TRAIN, "--mocap", str(mocap), "--data", str(tmp_path / "x.h5")]) == 2
     assert "--mocap needs --experts mpc" in capsys.readouterr().err
+
+
+def test_a_student_that_reads_the_path_is_steered_by_the_reference_it_is_shown(tmp_path, capsys):
+    """benchmarks/npmp_steer_student.py: the encoder reads the straight walk or one of its arcs, as the heading error
+    picks. With a deadband no error reaches, it is the plain closed-loop student (benchmarks/npmp_noise.py); with
+    none, it switches; primitives that do not read the path are refused."""
+    from benchmarks.npmp_noise import main as robust_main
+    from benchmarks.npmp_steer_student import main as steer_main
+    from envs.mocap import convert
+    from priors.npmp import NPMP, NPMPConfig, save_primitives
+
+    mocap, walk = tmp_path / "arcs.h5", "07_01-0-loop4"
+    assert convert.main(["--clips", "07_01", "--loop", "4", "--curve", "15", "--output", str(mocap)]) == 0
+    shipped, meta = load_primitives(ROOT / "data" / "primitives" / "npmp")
+    torch.manual_seed(0)
+    for name, offsets in (("pathed", (15, 30)), ("blind", ())):
+        model = NPMP(NPMPConfig(state_dim=shipped.config.state_dim, action_dim=shipped.config.action_dim,
+                                latent_dim=4, encoder_hidden=(16,), decoder_hidden=(16,), lookahead=2,
+                                lookahead_source="reference", path_offsets=offsets))
+        save_primitives(model, tmp_path / name, meta["obs_groups"], clips=[walk])
+    results = tmp_path / "steer.json"
+    common = ["--mocap", str(mocap), "--snippets", walk, "--noise", "0", "--results", str(results)]
+    assert steer_main([*common, "--primitives", str(tmp_path / "pathed"), "--commands", "hold", "arc30",
+                       "--deadband", "0"]) == 0
+    assert steer_main([*common, "--primitives", str(tmp_path / "pathed"), "--commands", "hold",
+                       "--deadband", "180"]) == 0
+    rows = json.loads(results.read_text())["primitives"][str(tmp_path / "pathed")][walk]
+    assert sorted(rows) == ["arc30, rate 15, deadband 0", "hold, rate 15, deadband 0", "hold, rate 15, deadband 180"]
+    for row in rows.values():
+        (reads,) = row["0"]["reads"]
+        assert sum(reads.values()) == pytest.approx(1.0, abs=0.01) and row["0"]["steps"][0] > 0
+    assert rows["hold, rate 15, deadband 180"]["0"]["reads"] == [{"straight": 1.0, "left": 0.0, "right": 0.0}]
+    assert rows["hold, rate 15, deadband 0"]["0"]["reads"][0]["straight"] < 0.5   # any drift switches
+    plain = tmp_path / "plain.json"
+    assert robust_main(["--mocap", str(mocap), "--snippets", walk, "--noise", "0", "--primitives",
+                        str(tmp_path / "pathed"), "--results", str(plain)]) == 0
+    (only,) = json.loads(plain.read_text())["controllers"].values()
+    closed = rows["hold, rate 15, deadband 180"]["0"]
+    assert (closed["steps"], closed["turn_degrees"]) == (only[walk]["0"]["upright_steps"], only[walk]["0"]["turn_degrees"])
+    capsys.readouterr()
+    assert steer_main([*common, "--primitives", str(tmp_path / "pathed"), "--commands", "hold", "--deadband", "180"]) == 0
+    assert capsys.readouterr().out == ""   # kept
+    for bad, message in ((["--primitives", str(tmp_path / "blind")], "does not read the reference's path"),
+                         (["--primitives", str(tmp_path / "pathed"), "--commands", "spin"], "need commands"),
+                         (["--primitives", str(tmp_path / "pathed"), "--rate", "20"], "07_01-0-loop4")):
+        with pytest.raises(SystemExit) as exit_:
+            steer_main([*common, *bad])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err

@@ -65,20 +65,38 @@ def run_latents(model, snippet: str, latents, seed: int = 0, ref_path=None, obse
 
 def reference_encoder(model, reference: torch.Tensor, root: torch.Tensor | None = None):
     """The closed-loop latent of primitives whose look-ahead reads the reference (``lookahead_source``
-    "reference"): z_t = q's mean given z_{t-1}, the current state s_t and the reference states r_{t+1..t+K} (the
-    last frame repeated past the clip's end), and with ``path_offsets`` the path p_t read from the reference
-    root's poses ``root [T+1, 3]`` (``Reference``). A function ``(t, state) -> z`` for ``run_latents``."""
+    "reference"): z_t = q's mean given z_{t-1}, the current state s_t and the reference's part of the encoder's input
+    at t (``reference_input``). A function ``(t, state) -> z`` for ``run_latents``."""
+    return closed_loop_latent(model, reference_input(model, reference, root))
+
+
+def reference_input(model, reference: torch.Tensor, root: torch.Tensor | None = None):
+    """``t -> x_t``: what the encoder reads of the reference at step t: the reference states r_{t+1..t+K} (the last
+    frame repeated past the clip's end), and with ``path_offsets`` the path p_t read from the reference root's poses
+    ``root [T+1, 3]`` (``Reference``)."""
     K, last = model.config.lookahead, len(reference) - 1
-    previous = [torch.zeros(model.config.latent_dim, device=reference.device)]
     if model.config.path_offsets and (root is None or len(root) != len(reference)):
         raise ValueError(f"primitives with path_offsets {model.config.path_offsets} need the reference root's "
                          f"{len(reference)} poses, got {None if root is None else len(root)}")
     path = (reference_path(root.to(reference), model.config.path_offsets) if model.config.path_offsets
             else reference.new_zeros(len(reference), 0))
 
-    def latent(t: int, state: torch.Tensor) -> torch.Tensor:
+    def read(t: int) -> torch.Tensor:
         ahead = reference[[min(t + j, last) for j in range(1, K + 1)]]
-        z, _ = model.encode_step(previous[0], torch.cat([state, ahead.flatten(), path[min(t, last)]]))
+        return torch.cat([ahead.flatten(), path[min(t, last)]])
+
+    return read
+
+
+def closed_loop_latent(model, read):
+    """``(t, state) -> z_t``, the encoder's mean given z_{t-1}, the state and ``read(t)`` (``reference_input``;
+    a steering controller may switch between references' inputs from step to step: the latent carries over)."""
+    previous = [None]
+
+    def latent(t: int, state: torch.Tensor) -> torch.Tensor:
+        if previous[0] is None:
+            previous[0] = state.new_zeros(model.config.latent_dim)
+        z, _ = model.encode_step(previous[0], torch.cat([state, read(t)]))
         previous[0] = z
         return z
 

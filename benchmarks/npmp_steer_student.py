@@ -1,0 +1,154 @@
+"""Can primitives that read the path be steered by the reference they are shown? (issue 13; docs/npmp.md, "Every
+walk bent both ways, and a student steered by its reference").
+
+A student distilled on a looped walk and on the same walk bent both ways (``envs.mocap.convert --curve R --loop``:
+the arcs ``<walk>-left<R>`` and ``<walk>-right<R>`` share the walk's frames and timing; only the root turns) reads, in
+its encoder, the reference's states ahead and, with ``path_offsets``, the path ahead. A controller that picks at
+every step which of the three references the encoder reads (the latent carries over) steers it without a new
+high-level policy: the left arc while the heading error is above ``--deadband`` degrees, the right arc below minus
+that, the straight walk in between. It walks the straight walk's env with the tracking ending off (as
+benchmarks/npmp_noise.py) under the heading commands of benchmarks/npmp_steer_law.py (``hold``, ``arc<deg/s>``,
+``step<deg>``). Reported per primitives, walk, command and noise level: the steps upright, how far the walker turned
+(at the fall and at every whole second upright) and the command had at that step, the median absolute heading error
+since the command began, and the share of steps the encoder read each reference.
+
+This is a departure from the seed (its high level acts on the latent, eq 8.2): here the high level chooses the
+reference, which the primitives were trained to follow.
+
+    python benchmarks/npmp_steer_student.py --mocap runs/npmp/loops/mocap15.h5 --primitives runs/npmp/walk4/wb_d5_s1 \\
+        --snippets 07_01-0-loop10 --rate 15 --commands hold step45 step-45 --noise 0 0.03 --seeds 3
+
+Results are kept per primitives, walk, command and noise level: a rerun measures only what the file lacks.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.npmp_noise import NO_TRACKING_END, upright_episode  # noqa: E402
+from benchmarks.npmp_steer_law import COMMAND, HeadingCommand, heading_rows  # noqa: E402
+from benchmarks.runs import fail, resumed_results, write_json  # noqa: E402
+
+SIDES = ("straight", "left", "right")
+
+
+class SteeredStudent(HeadingCommand):
+    """``act(t, proprio)`` for ``upright_episode``: the decoder's clipped mean, its latent from the encoder reading
+    the reference the heading error picks (module docstring); ``reads``: which reference at every step."""
+
+    def __init__(self, model, inputs: dict, env, command: str, deadband_degrees: float):
+        import torch
+
+        from pipelines.npmp.evaluate import closed_loop_latent
+
+        super().__init__(env, command)
+        self.model, self.deadband, self.reads = model, np.radians(deadband_degrees), []
+        self.latent = closed_loop_latent(model, lambda t: inputs[self.reads[-1]](t))
+        self.torch = torch
+
+    def __call__(self, t: int, proprio) -> np.ndarray:
+        error = self.error(t)
+        self.reads.append("left" if error > self.deadband else "right" if error < -self.deadband else "straight")
+        with self.torch.no_grad():
+            state = self.torch.as_tensor(np.asarray(proprio, np.float32))
+            mean, _ = self.model.decode(state, self.latent(t, state))
+        return mean.clamp(-1.0, 1.0).numpy()
+
+
+def reference_inputs(model, walk: str, rate: str, mocap: Path) -> dict:
+    """The encoder's input functions (``evaluate.reference_input``) of the walk and its two arcs."""
+    import torch
+
+    from pipelines.npmp.evaluate import reference_input, reference_playback
+
+    snippets = {"straight": walk, "left": f"{walk}-left{rate}", "right": f"{walk}-right{rate}"}
+    inputs = {}
+    for side, snippet in snippets.items():
+        reference = reference_playback(snippet, 0, str(mocap))
+        inputs[side] = reference_input(model, torch.as_tensor(reference.states), torch.as_tensor(reference.root))
+    return inputs
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mocap", type=Path, required=True, help="the mocap file with the looped walks and their arcs")
+    p.add_argument("--primitives", type=Path, nargs="+", required=True)
+    p.add_argument("--snippets", nargs="+", required=True, help="looped walks, each with its two arcs in --mocap")
+    p.add_argument("--rate", default="15", help="the arcs' bend in deg/s, as in their names (<walk>-left<rate>)")
+    p.add_argument("--commands", nargs="+", default=["hold", "step45", "step-45"],
+                   help="heading commands: hold, arc<deg/s>, step<deg> (benchmarks/npmp_steer_law.py)")
+    p.add_argument("--deadband", type=float, default=5.0, help="heading error (deg) within which the straight walk "
+                                                               "is shown")
+    p.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.03])
+    p.add_argument("--seeds", type=int, default=3, help="episodes per noise level above 0")
+    p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_steer_student.json")
+    args = p.parse_args(argv)
+
+    import torch
+
+    import envs
+    from envs import EnvError
+    from envs.mocap.tracking import TIMED_FAMILY
+    from pipelines.npmp.data import ConfigError
+    from priors.npmp import ModuleFileError, load_primitives
+
+    torch.set_num_threads(1)
+    bad = [c for c in args.commands if not COMMAND.fullmatch(c)]
+    if bad or not args.deadband >= 0 or min(args.noise) < 0 or args.seeds < 1:
+        fail(f"need commands hold, arc<deg/s> or step<deg> (got {', '.join(bad) or 'those'}), --deadband >= 0, "
+             "--noise >= 0 and --seeds >= 1")
+    if not args.mocap.is_file():
+        fail(f"no such file: {args.mocap}")
+    results = resumed_results(args.results, Path(__file__).name, argv, mocap=str(args.mocap))
+    controllers = results.setdefault("primitives", {})
+    for path in args.primitives:
+        try:
+            model, _ = load_primitives(path)
+        except (ModuleFileError, ValueError, OSError) as e:
+            fail(f"primitives {path}: {str(e).splitlines()[0]}")
+        if not model.config.path_offsets or model.config.lookahead_source != "reference":
+            fail(f"{path} does not read the reference's path (distill --lookahead reference --path-offsets ...): "
+                 "the reference it is shown cannot steer it")
+        walks = controllers.setdefault(str(path), {})
+        for walk in args.snippets:
+            rows = walks.setdefault(walk, {})
+            keys = {c: f"{c}, rate {args.rate}, deadband {args.deadband:g}" for c in args.commands}
+            todo = [(c, n) for c in args.commands for n in args.noise if f"{n:g}" not in rows.get(keys[c], {})]
+            if not todo:
+                continue
+            try:
+                inputs = reference_inputs(model, walk, args.rate, args.mocap)
+                env = envs.make(f"{TIMED_FAMILY}:{walk}", seed=0, clip_start=True, ref_path=str(args.mocap),
+                                **NO_TRACKING_END)
+            except (EnvError, ConfigError, ValueError, KeyError, OSError) as e:
+                fail(f"{walk}: {str(e).splitlines()[0]}")
+            try:
+                for command, noise in todo:
+                    episodes, errors, reads = [], [], []
+                    for seed in range(args.seeds if noise else 1):
+                        act = SteeredStudent(model, inputs, env, command, args.deadband)
+                        episodes.append(upright_episode(env, act, noise, seed))
+                        errors.append(act.errors)
+                        reads.append({side: round(act.reads.count(side) / len(act.reads), 3) for side in SIDES})
+                    heading_rows(episodes, command, errors)
+                    rows.setdefault(keys[command], {})[f"{noise:g}"] = {
+                        "of": env.last_step, "reads": reads, **{key: [e[key] for e in episodes] for key in (
+                            "steps", "turn_degrees", "commanded_turn_degrees", "median_heading_error_degrees",
+                            "travelled_m", "turn_by_second_degrees")}}
+                    write_json(args.results, results)   # after every command and noise level
+                    print(f"{path}: {walk}: {command}, noise {noise:g}: upright {[e['steps'] for e in episodes]}, "
+                          f"turned {[e['turn_degrees'] for e in episodes]} of "
+                          f"{[e['commanded_turn_degrees'] for e in episodes]} degrees", flush=True)
+            finally:
+                env.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
