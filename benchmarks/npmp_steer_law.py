@@ -9,7 +9,10 @@ walk with the tracking ending off (as benchmarks/npmp_noise.py) under a heading 
 command's error clipped to +-``--steer-limit`` rad once the periodic law acts:
 - ``hold``: the start heading;
 - ``arc<R>``: turn at R degrees a second from 1 s on (an arc of radius v / R at walking speed v);
-- ``step<D>``: D degrees more from 2 s on.
+- ``step<D>``: D degrees more from 2 s on;
+- ``to<D>at<B>``: toward a target D m from the start, B degrees left of the start heading (right if negative),
+  from the first step; reached within ``TARGET_RADIUS`` m (the step is reported), after which the heading toward it
+  is held.
 Reported per walk, command (with the limit) and noise level: the steps upright (of 328 on a 10 s loop), how far the
 walker turned and the command had at that step, and the median absolute heading error from the command's start to
 the fall.
@@ -36,7 +39,9 @@ from benchmarks.npmp_long import CONTROL_STEP_SECONDS  # noqa: E402
 from benchmarks.npmp_noise import law_expert, upright_episode  # noqa: E402
 from benchmarks.runs import fail, resumed_results, write_json  # noqa: E402
 
-COMMAND = re.compile(r"hold|arc(-?\d+(\.\d+)?)|step(-?\d+(\.\d+)?)")
+COMMAND = re.compile(r"hold|arc(-?\d+(\.\d+)?)|step(-?\d+(\.\d+)?)|to(\d+(\.\d+)?)at(-?\d+(\.\d+)?)")
+TARGET = re.compile(r"to(\d+(?:\.\d+)?)at(-?\d+(?:\.\d+)?)")
+TARGET_RADIUS = 1.0   # m: the humanoid go-to-target task's (envs/locomotion.py)
 
 
 def commanded_turn(command: str, seconds: float) -> tuple[float, bool]:
@@ -45,24 +50,39 @@ def commanded_turn(command: str, seconds: float) -> tuple[float, bool]:
         return float(command[3:]) * max(0.0, seconds - 1.0), seconds >= 1.0
     if command.startswith("step"):
         return (float(command[4:]), True) if seconds >= 2.0 else (0.0, False)
+    if command.startswith("to"):   # the target's bearing from the start
+        return float(TARGET.fullmatch(command).group(2)), True
     return 0.0, True
 
 
 class HeadingCommand:
     """The heading error (rad, wrapped) of the walker in ``env`` against ``command``'s heading from the walker's own
-    start heading; ``errors``: its absolute value (degrees) at every step since the command began."""
+    start heading (toward its target, for ``to<D>at<B>``); ``errors``: its absolute value (degrees) at every step
+    since the command began; ``reached_at``: the step a target was first within ``TARGET_RADIUS`` (None before)."""
 
     def __init__(self, env, command: str):
         self.env, self.command = env, command
-        self.start, self.errors = None, []
+        self.start, self.errors, self.reached_at, self.target, self.held = None, [], None, None, 0.0
 
     def error(self, t: int) -> float:
         from envs.mocap.tracking import heading
 
-        yaw = heading(self.env.physics.data.qpos[3:7])
-        self.start = yaw if self.start is None else self.start
-        turn, begun = commanded_turn(self.command, t * CONTROL_STEP_SECONDS)
-        error = float(np.angle(np.exp(1j * (self.start + np.radians(turn) - yaw))))
+        qpos = self.env.physics.data.qpos
+        yaw, position = heading(qpos[3:7]), np.array(qpos[:2], dtype=float)
+        if self.start is None:
+            self.start, target = yaw, TARGET.fullmatch(self.command)
+            if target:
+                distance, bearing = float(target.group(1)), self.start + np.radians(float(target.group(2)))
+                self.target = position + distance * np.array([np.cos(bearing), np.sin(bearing)])
+        if self.target is not None:
+            away = self.target - position
+            if self.reached_at is None and np.hypot(*away) < TARGET_RADIUS:
+                self.reached_at, self.held = t, float(np.arctan2(away[1], away[0]))
+            wanted, begun = (self.held if self.reached_at is not None else float(np.arctan2(away[1], away[0]))), True
+        else:
+            turn, begun = commanded_turn(self.command, t * CONTROL_STEP_SECONDS)
+            wanted = self.start + np.radians(turn)
+        error = float(np.angle(np.exp(1j * (wanted - yaw))))
         if begun:
             self.errors.append(abs(np.degrees(error)))
         return error
@@ -85,11 +105,14 @@ class SteeredLaw(HeadingCommand):
         return self.expert.tracker.command(self.env.time_step, state, steer).astype(np.float32)
 
 
-def heading_rows(episodes: list[dict], command: str, errors: list[list[float]]) -> None:
-    """Each episode's commanded turn at its end and median heading error, added to it."""
-    for episode, error in zip(episodes, errors):
+def heading_rows(episodes: list[dict], command: str, acts: list[HeadingCommand]) -> None:
+    """Each episode's commanded turn at its end, median heading error and the step it reached its target (None: not
+    reached, or no target), added to it."""
+    for episode, act in zip(episodes, acts):
         episode["commanded_turn_degrees"] = round(commanded_turn(command, episode["steps"] * CONTROL_STEP_SECONDS)[0], 1)
-        episode["median_heading_error_degrees"] = round(float(statistics.median(error)) if error else float("nan"), 1)
+        episode["median_heading_error_degrees"] = round(float(statistics.median(act.errors)) if act.errors
+                                                        else float("nan"), 1)
+        episode["reached_at_step"] = act.reached_at
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="a data file collected with --expert-policy lqr --lqr-set periodic=true on these walks")
     p.add_argument("--snippets", nargs="+", required=True, help="looped walks")
     p.add_argument("--commands", nargs="+", default=["hold", "arc15", "step45"],
-                   help="heading commands: hold, arc<deg/s>, step<deg> (module docstring)")
+                   help="heading commands: hold, arc<deg/s>, step<deg>, to<m>at<deg> (module docstring)")
     p.add_argument("--steer-limit", type=float, default=0.2, help="the most the nominal is turned (rad)")
     p.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.03])
     p.add_argument("--seeds", type=int, default=2, help="episodes per noise level above 0")
@@ -112,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
 
     bad = [c for c in args.commands if not COMMAND.fullmatch(c)]
     if bad or not args.steer_limit > 0 or min(args.noise) < 0 or args.seeds < 1:
-        fail(f"need commands hold, arc<deg/s> or step<deg> (got {', '.join(bad) or 'those'}), --steer-limit > 0, "
+        fail(f"need commands hold, arc<deg/s>, step<deg> or to<m>at<deg> (got {', '.join(bad) or 'those'}), --steer-limit > 0, "
              "--noise >= 0 and --seeds >= 1")
     for path in (args.law, args.mocap):
         if not path.is_file():
@@ -133,16 +156,15 @@ def main(argv: list[str] | None = None) -> int:
             fail(f"{args.law} holds no periodic law for {snippet} (collect it with --lqr-set periodic=true)")
         try:
             for command, noise in todo:
-                episodes, errors = [], []
+                episodes, acts = [], []
                 for seed in range(args.seeds if noise else 1):
-                    act = SteeredLaw(expert, env, command, args.steer_limit)
-                    episodes.append(upright_episode(env, act, noise, seed))
-                    errors.append(act.errors)
-                heading_rows(episodes, command, errors)
+                    acts.append(SteeredLaw(expert, env, command, args.steer_limit))
+                    episodes.append(upright_episode(env, acts[-1], noise, seed))
+                heading_rows(episodes, command, acts)
                 rows.setdefault(keys[command], {})[f"{noise:g}"] = {
                     "of": env.last_step, **{key: [e[key] for e in episodes] for key in (
                         "steps", "turn_degrees", "commanded_turn_degrees", "median_heading_error_degrees",
-                        "travelled_m")}}
+                        "travelled_m", "reached_at_step")}}
                 write_json(args.results, results)   # after every command and noise level
                 print(f"{snippet}: {command}, noise {noise:g}: upright {[e['steps'] for e in episodes]}, turned "
                       f"{[e['turn_degrees'] for e in episodes]} of {[e['commanded_turn_degrees'] for e in episodes]} "

@@ -8,9 +8,10 @@ every step which of the three references the encoder reads (the latent carries o
 high-level policy: the left arc while the heading error is above ``--deadband`` degrees, the right arc below minus
 that, the straight walk in between. It walks the straight walk's env with the tracking ending off (as
 benchmarks/npmp_noise.py) under the heading commands of benchmarks/npmp_steer_law.py (``hold``, ``arc<deg/s>``,
-``step<deg>``). Reported per primitives, walk, command and noise level: the steps upright, how far the walker turned
+``step<deg>``, and ``to<D>at<B>``: toward a target D m away, B degrees left of the start heading). Reported per primitives, walk, command and noise level: the steps upright, how far the walker turned
 (at the fall and at every whole second upright) and the command had at that step, the median absolute heading error
-since the command began, and the share of steps the encoder read each reference.
+since the command began, the step a target was reached (within 1 m, as in the go-to-target task), and the share of
+steps the encoder read each reference.
 
 This is a departure from the seed (its high level acts on the latent, eq 8.2): here the high level chooses the
 reference, which the primitives were trained to follow.
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--snippets", nargs="+", required=True, help="looped walks, each with its two arcs in --mocap")
     p.add_argument("--rate", default="15", help="the arcs' bend in deg/s, as in their names (<walk>-left<rate>)")
     p.add_argument("--commands", nargs="+", default=["hold", "step45", "step-45"],
-                   help="heading commands: hold, arc<deg/s>, step<deg> (benchmarks/npmp_steer_law.py)")
+                   help="heading commands: hold, arc<deg/s>, step<deg>, to<m>at<deg> (benchmarks/npmp_steer_law.py)")
     p.add_argument("--deadband", type=float, default=5.0, help="heading error (deg) within which the straight walk "
                                                                "is shown")
     p.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.03])
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     bad = [c for c in args.commands if not COMMAND.fullmatch(c)]
     if bad or not args.deadband >= 0 or min(args.noise) < 0 or args.seeds < 1:
-        fail(f"need commands hold, arc<deg/s> or step<deg> (got {', '.join(bad) or 'those'}), --deadband >= 0, "
+        fail(f"need commands hold, arc<deg/s>, step<deg> or to<m>at<deg> (got {', '.join(bad) or 'those'}), --deadband >= 0, "
              "--noise >= 0 and --seeds >= 1")
     if not args.mocap.is_file():
         fail(f"no such file: {args.mocap}")
@@ -130,17 +131,17 @@ def main(argv: list[str] | None = None) -> int:
                 fail(f"{walk}: {str(e).splitlines()[0]}")
             try:
                 for command, noise in todo:
-                    episodes, errors, reads = [], [], []
+                    episodes, acts = [], []
                     for seed in range(args.seeds if noise else 1):
-                        act = SteeredStudent(model, inputs, env, command, args.deadband)
-                        episodes.append(upright_episode(env, act, noise, seed))
-                        errors.append(act.errors)
-                        reads.append({side: round(act.reads.count(side) / len(act.reads), 3) for side in SIDES})
-                    heading_rows(episodes, command, errors)
+                        acts.append(SteeredStudent(model, inputs, env, command, args.deadband))
+                        episodes.append(upright_episode(env, acts[-1], noise, seed))
+                    heading_rows(episodes, command, acts)
+                    reads = [{side: round(act.reads.count(side) / len(act.reads), 3) for side in SIDES}
+                             for act in acts]
                     rows.setdefault(keys[command], {})[f"{noise:g}"] = {
                         "of": env.last_step, "reads": reads, **{key: [e[key] for e in episodes] for key in (
                             "steps", "turn_degrees", "commanded_turn_degrees", "median_heading_error_degrees",
-                            "travelled_m", "turn_by_second_degrees")}}
+                            "travelled_m", "turn_by_second_degrees", "reached_at_step")}}
                     write_json(args.results, results)   # after every command and noise level
                     print(f"{path}: {walk}: {command}, noise {noise:g}: upright {[e['steps'] for e in episodes]}, "
                           f"turned {[e['turn_degrees'] for e in episodes]} of "

@@ -486,10 +486,14 @@ def test_a_student_that_reads_the_path_is_steered_by_the_reference_it_is_shown(t
     common = ["--mocap", str(mocap), "--snippets", walk, "--noise", "0", "--results", str(results)]
     assert steer_main([*common, "--primitives", str(tmp_path / "pathed"), "--commands", "hold", "arc30",
                        "--deadband", "0"]) == 0
-    assert steer_main([*common, "--primitives", str(tmp_path / "pathed"), "--commands", "hold",
+    assert steer_main([*common, "--primitives", str(tmp_path / "pathed"), "--commands", "hold", "to0.5at90", "to20at0",
                        "--deadband", "180"]) == 0
     rows = json.loads(results.read_text())["primitives"][str(tmp_path / "pathed")][walk]
-    assert sorted(rows) == ["arc30, rate 15, deadband 0", "hold, rate 15, deadband 0", "hold, rate 15, deadband 180"]
+    assert sorted(rows) == ["arc30, rate 15, deadband 0", "hold, rate 15, deadband 0", "hold, rate 15, deadband 180",
+                            "to0.5at90, rate 15, deadband 180", "to20at0, rate 15, deadband 180"]
+    # a target half a metre away is reached at the start, one 20 m away not before the fall
+    assert rows["to0.5at90, rate 15, deadband 180"]["0"]["reached_at_step"] == [0]
+    assert rows["to20at0, rate 15, deadband 180"]["0"]["reached_at_step"] == [None]
     for row in rows.values():
         (reads,) = row["0"]["reads"]
         assert sum(reads.values()) == pytest.approx(1.0, abs=0.01) and row["0"]["steps"][0] > 0
