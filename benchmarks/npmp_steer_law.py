@@ -11,7 +11,7 @@ command's error clipped to +-``--steer-limit`` rad once the periodic law acts:
 - ``arc<R>``: turn at R degrees a second from 1 s on (an arc of radius v / R at walking speed v);
 - ``step<D>``: D degrees more from 2 s on;
 - ``to<D>at<B>``: toward a target D m from the start, B degrees left of the start heading (right if negative),
-  from the first step; reached within ``TARGET_RADIUS`` m (the step is reported), after which the heading toward it
+  from 2 s on (the start heading before); reached within ``TARGET_RADIUS`` m (the step is reported), after which the heading toward it
   is held.
 Reported per walk, command (with the limit) and noise level: the steps upright (of 328 on a 10 s loop), how far the
 walker turned and the command had at that step, and the median absolute heading error from the command's start to
@@ -42,6 +42,7 @@ from benchmarks.runs import fail, resumed_results, write_json  # noqa: E402
 COMMAND = re.compile(r"hold|arc(-?\d+(\.\d+)?)|step(-?\d+(\.\d+)?)|to(\d+(\.\d+)?)at(-?\d+(\.\d+)?)")
 TARGET = re.compile(r"to(\d+(?:\.\d+)?)at(-?\d+(?:\.\d+)?)")
 TARGET_RADIUS = 1.0   # m: the humanoid go-to-target task's (envs/locomotion.py)
+TARGET_AFTER = 2.0    # s: steering toward a target begins, as a step command does
 
 
 def commanded_turn(command: str, seconds: float) -> tuple[float, bool]:
@@ -51,7 +52,7 @@ def commanded_turn(command: str, seconds: float) -> tuple[float, bool]:
     if command.startswith("step"):
         return (float(command[4:]), True) if seconds >= 2.0 else (0.0, False)
     if command.startswith("to"):   # the target's bearing from the start
-        return float(TARGET.fullmatch(command).group(2)), True
+        return float(TARGET.fullmatch(command).group(2)), seconds >= TARGET_AFTER
     return 0.0, True
 
 
@@ -78,7 +79,9 @@ class HeadingCommand:
             away = self.target - position
             if self.reached_at is None and np.hypot(*away) < TARGET_RADIUS:
                 self.reached_at, self.held = t, float(np.arctan2(away[1], away[0]))
-            wanted, begun = (self.held if self.reached_at is not None else float(np.arctan2(away[1], away[0]))), True
+            begun = t * CONTROL_STEP_SECONDS >= TARGET_AFTER   # the first strides are the clip's own
+            wanted = (self.held if self.reached_at is not None else float(np.arctan2(away[1], away[0])) if begun
+                      else self.start)
         else:
             turn, begun = commanded_turn(self.command, t * CONTROL_STEP_SECONDS)
             wanted = self.start + np.radians(turn)
