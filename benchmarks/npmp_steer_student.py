@@ -6,7 +6,7 @@ the arcs ``<walk>-left<R>`` and ``<walk>-right<R>`` share the walk's frames and 
 its encoder, the reference's states ahead and, with ``path_offsets``, the path ahead. A controller that picks at
 every step which of the three references the encoder reads (the latent carries over) steers it without a new
 high-level policy: the left arc while the heading error is above ``--deadband`` degrees, the right arc below minus
-that, the straight walk in between. It walks the straight walk's env with the tracking ending off (as
+that, the straight walk in between, each read for at least ``--dwell`` seconds before another. It walks the straight walk's env with the tracking ending off (as
 benchmarks/npmp_noise.py) under the heading commands of benchmarks/npmp_steer_law.py (``hold``, ``arc<deg/s>``,
 ``step<deg>``, and ``to<D>at<B>``: toward a target D m away, B degrees left of the start heading). Reported per primitives, walk, command and noise level: the steps upright, how far the walker turned
 (at the fall and at every whole second upright) and the command had at that step, the median absolute heading error
@@ -32,6 +32,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.npmp_long import CONTROL_STEP_SECONDS  # noqa: E402
 from benchmarks.npmp_noise import NO_TRACKING_END, upright_episode  # noqa: E402
 from benchmarks.npmp_steer_law import COMMAND, HeadingCommand, heading_rows  # noqa: E402
 from benchmarks.runs import fail, resumed_results, write_json  # noqa: E402
@@ -43,19 +44,24 @@ class SteeredStudent(HeadingCommand):
     """``act(t, proprio)`` for ``upright_episode``: the decoder's clipped mean, its latent from the encoder reading
     the reference the heading error picks (module docstring); ``reads``: which reference at every step."""
 
-    def __init__(self, model, inputs: dict, env, command: str, deadband_degrees: float):
+    def __init__(self, model, inputs: dict, env, command: str, deadband_degrees: float, dwell_steps: int = 0):
         import torch
 
         from pipelines.npmp.evaluate import closed_loop_latent
 
         super().__init__(env, command)
-        self.model, self.deadband, self.reads = model, np.radians(deadband_degrees), []
+        self.model, self.deadband, self.dwell, self.reads = model, np.radians(deadband_degrees), dwell_steps, []
         self.latent = closed_loop_latent(model, lambda t: inputs[self.reads[-1]](t))
         self.torch = torch
 
     def __call__(self, t: int, proprio) -> np.ndarray:
         error = self.error(t)
-        self.reads.append("left" if error > self.deadband else "right" if error < -self.deadband else "straight")
+        wanted = "left" if error > self.deadband else "right" if error < -self.deadband else "straight"
+        held = self.reads[-self.dwell:] if self.dwell else []
+        if self.reads and len(held) == self.dwell and all(side == held[0] for side in held) or not self.reads:
+            self.reads.append(wanted)   # a reference is read for at least ``dwell`` steps before another
+        else:
+            self.reads.append(self.reads[-1])
         with self.torch.no_grad():
             state = self.torch.as_tensor(np.asarray(proprio, np.float32))
             mean, _ = self.model.decode(state, self.latent(t, state))
@@ -86,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="heading commands: hold, arc<deg/s>, step<deg>, to<m>at<deg> (benchmarks/npmp_steer_law.py)")
     p.add_argument("--deadband", type=float, default=5.0, help="heading error (deg) within which the straight walk "
                                                                "is shown")
+    p.add_argument("--dwell", type=float, default=0.0, help="seconds a reference is read at least before another "
+                                                            "(0: the choice may change every step)")
     p.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.03])
     p.add_argument("--seeds", type=int, default=3, help="episodes per noise level above 0")
     p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_steer_student.json")
@@ -101,11 +109,12 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     bad = [c for c in args.commands if not COMMAND.fullmatch(c)]
-    if bad or not args.deadband >= 0 or min(args.noise) < 0 or args.seeds < 1:
+    if bad or not args.deadband >= 0 or not args.dwell >= 0 or min(args.noise) < 0 or args.seeds < 1:
         fail(f"need commands hold, arc<deg/s>, step<deg> or to<m>at<deg> (got {', '.join(bad) or 'those'}), --deadband >= 0, "
-             "--noise >= 0 and --seeds >= 1")
+             "--dwell >= 0, --noise >= 0 and --seeds >= 1")
     if not args.mocap.is_file():
         fail(f"no such file: {args.mocap}")
+    dwell = round(args.dwell / CONTROL_STEP_SECONDS)
     results = resumed_results(args.results, Path(__file__).name, argv, mocap=str(args.mocap))
     controllers = results.setdefault("primitives", {})
     for path in args.primitives:
@@ -119,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         walks = controllers.setdefault(str(path), {})
         for walk in args.snippets:
             rows = walks.setdefault(walk, {})
-            keys = {c: f"{c}, rate {args.rate}, deadband {args.deadband:g}" for c in args.commands}
+            keys = {c: f"{c}, rate {args.rate}, deadband {args.deadband:g}"
+                       + (f", dwell {args.dwell:g}" if args.dwell else "") for c in args.commands}
             todo = [(c, n) for c in args.commands for n in args.noise if f"{n:g}" not in rows.get(keys[c], {})]
             if not todo:
                 continue
@@ -133,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                 for command, noise in todo:
                     episodes, acts = [], []
                     for seed in range(args.seeds if noise else 1):
-                        acts.append(SteeredStudent(model, inputs, env, command, args.deadband))
+                        acts.append(SteeredStudent(model, inputs, env, command, args.deadband, dwell))
                         episodes.append(upright_episode(env, acts[-1], noise, seed))
                     heading_rows(episodes, command, acts)
                     reads = [{side: round(act.reads.count(side) / len(act.reads), 3) for side in SIDES}

@@ -499,6 +499,11 @@ def test_a_student_that_reads_the_path_is_steered_by_the_reference_it_is_shown(t
         assert sum(reads.values()) == pytest.approx(1.0, abs=0.01) and row["0"]["steps"][0] > 0
     assert rows["hold, rate 15, deadband 180"]["0"]["reads"] == [{"straight": 1.0, "left": 0.0, "right": 0.0}]
     assert rows["hold, rate 15, deadband 0"]["0"]["reads"][0]["straight"] < 0.5   # any drift switches
+    # unless the first choice (no error yet: the straight walk) must be held longer than the episode lasts
+    assert steer_main([*common, "--primitives", str(tmp_path / "pathed"), "--commands", "hold", "--deadband", "0",
+                       "--dwell", "100"]) == 0
+    held = json.loads(results.read_text())["primitives"][str(tmp_path / "pathed")][walk]
+    assert held["hold, rate 15, deadband 0, dwell 100"]["0"]["reads"] == [{"straight": 1.0, "left": 0.0, "right": 0.0}]
     plain = tmp_path / "plain.json"
     assert robust_main(["--mocap", str(mocap), "--snippets", walk, "--noise", "0", "--primitives",
                         str(tmp_path / "pathed"), "--results", str(plain)]) == 0
