@@ -11,8 +11,8 @@ command's error clipped to +-``--steer-limit`` rad once the periodic law acts:
 - ``arc<R>``: turn at R degrees a second from 1 s on (an arc of radius v / R at walking speed v);
 - ``step<D>``: D degrees more from 2 s on;
 - ``to<D>at<B>``: toward a target D m from the start, B degrees left of the start heading (right if negative),
-  from 2 s on (the start heading before); reached within ``TARGET_RADIUS`` m (the step is reported), after which the heading toward it
-  is held.
+  from 2 s on (the start heading before); reached within ``TARGET_RADIUS`` m (the step is reported), after which
+  the heading toward it is held.
 Reported per walk, command (with the limit) and noise level: the steps upright (of 328 on a 10 s loop), how far the
 walker turned and the command had at that step, and the median absolute heading error from the command's start to
 the fall.
@@ -112,7 +112,8 @@ def heading_rows(episodes: list[dict], command: str, acts: list[HeadingCommand])
     """Each episode's commanded turn at its end, median heading error and the step it reached its target (None: not
     reached, or no target), added to it."""
     for episode, act in zip(episodes, acts):
-        episode["commanded_turn_degrees"] = round(commanded_turn(command, episode["steps"] * CONTROL_STEP_SECONDS)[0], 1)
+        seconds = episode["steps"] * CONTROL_STEP_SECONDS
+        episode["commanded_turn_degrees"] = round(commanded_turn(command, seconds)[0], 1)
         episode["median_heading_error_degrees"] = round(float(statistics.median(act.errors)) if act.errors
                                                         else float("nan"), 1)
         episode["reached_at_step"] = act.reached_at
@@ -138,8 +139,8 @@ def main(argv: list[str] | None = None) -> int:
 
     bad = [c for c in args.commands if not COMMAND.fullmatch(c)]
     if bad or not args.steer_limit > 0 or min(args.noise) < 0 or args.seeds < 1:
-        fail(f"need commands hold, arc<deg/s>, step<deg> or to<m>at<deg> (got {', '.join(bad) or 'those'}), --steer-limit > 0, "
-             "--noise >= 0 and --seeds >= 1")
+        fail(f"need commands hold, arc<deg/s>, step<deg> or to<m>at<deg> (got {', '.join(bad) or 'those'}), "
+             "--steer-limit > 0, --noise >= 0 and --seeds >= 1")
     for path in (args.law, args.mocap):
         if not path.is_file():
             fail(f"no such file: {path}")

@@ -1,17 +1,18 @@
 """Can primitives that read the path be steered by the reference they are shown? (issue 13; docs/npmp.md, "Every
-walk bent both ways, and a student steered by its reference").
+walk bent both ways, and a student steered by the reference it reads").
 
 A student distilled on a looped walk and on the same walk bent both ways (``envs.mocap.convert --curve R --loop``:
 the arcs ``<walk>-left<R>`` and ``<walk>-right<R>`` share the walk's frames and timing; only the root turns) reads, in
 its encoder, the reference's states ahead and, with ``path_offsets``, the path ahead. A controller that picks at
 every step which of the three references the encoder reads (the latent carries over) steers it without a new
 high-level policy: the left arc while the heading error is above ``--deadband`` degrees, the right arc below minus
-that, the straight walk in between, each read for at least ``--dwell`` seconds before another. It walks the straight walk's env with the tracking ending off (as
-benchmarks/npmp_noise.py) under the heading commands of benchmarks/npmp_steer_law.py (``hold``, ``arc<deg/s>``,
-``step<deg>``, and ``to<D>at<B>``: toward a target D m away, B degrees left of the start heading). Reported per primitives, walk, command and noise level: the steps upright, how far the walker turned
-(at the fall and at every whole second upright) and the command had at that step, the median absolute heading error
-since the command began, the step a target was reached (within 1 m, as in the go-to-target task), and the share of
-steps the encoder read each reference.
+that, the straight walk in between, each read for at least ``--dwell`` seconds before another. It walks the straight
+walk's env with the tracking ending off (as benchmarks/npmp_noise.py) under the heading commands of
+benchmarks/npmp_steer_law.py (``hold``, ``arc<deg/s>``, ``step<deg>``, and ``to<D>at<B>``: toward a target D m
+away, B degrees left of the start heading). Reported per primitives, walk, command and noise level: the steps
+upright, how far the walker turned (at the fall and at every whole second upright) and the command had at that
+step, the median absolute heading error since the command began, the step a target was reached (within 1 m, as in
+the go-to-target task), and the share of steps the encoder read each reference.
 
 This is a departure from the seed (its high level acts on the latent, eq 8.2): here the high level chooses the
 reference, which the primitives were trained to follow.
@@ -110,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     bad = [c for c in args.commands if not COMMAND.fullmatch(c)]
     if bad or not args.deadband >= 0 or not args.dwell >= 0 or min(args.noise) < 0 or args.seeds < 1:
-        fail(f"need commands hold, arc<deg/s>, step<deg> or to<m>at<deg> (got {', '.join(bad) or 'those'}), --deadband >= 0, "
-             "--dwell >= 0, --noise >= 0 and --seeds >= 1")
+        fail(f"need commands hold, arc<deg/s>, step<deg> or to<m>at<deg> (got {', '.join(bad) or 'those'}), "
+             "--deadband >= 0, --dwell >= 0, --noise >= 0 and --seeds >= 1")
     if not args.mocap.is_file():
         fail(f"no such file: {args.mocap}")
     dwell = round(args.dwell / CONTROL_STEP_SECONDS)

@@ -509,9 +509,11 @@ def test_a_student_that_reads_the_path_is_steered_by_the_reference_it_is_shown(t
                         str(tmp_path / "pathed"), "--results", str(plain)]) == 0
     (only,) = json.loads(plain.read_text())["controllers"].values()
     closed = rows["hold, rate 15, deadband 180"]["0"]
-    assert (closed["steps"], closed["turn_degrees"]) == (only[walk]["0"]["upright_steps"], only[walk]["0"]["turn_degrees"])
+    plain_row = only[walk]["0"]
+    assert (closed["steps"], closed["turn_degrees"]) == (plain_row["upright_steps"], plain_row["turn_degrees"])
     capsys.readouterr()
-    assert steer_main([*common, "--primitives", str(tmp_path / "pathed"), "--commands", "hold", "--deadband", "180"]) == 0
+    assert steer_main([*common, "--primitives", str(tmp_path / "pathed"), "--commands", "hold",
+                       "--deadband", "180"]) == 0
     assert capsys.readouterr().out == ""   # kept
     for bad, message in ((["--primitives", str(tmp_path / "blind")], "does not read the reference's path"),
                          (["--primitives", str(tmp_path / "pathed"), "--commands", "spin"], "need commands"),
