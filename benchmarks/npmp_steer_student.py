@@ -46,27 +46,20 @@ class SteeredStudent(HeadingCommand):
     the reference the heading error picks (module docstring); ``reads``: which reference at every step."""
 
     def __init__(self, model, inputs: dict, env, command: str, deadband_degrees: float, dwell_steps: int = 0):
-        import torch
-
-        from pipelines.npmp.evaluate import closed_loop_latent
+        from pipelines.npmp.evaluate import closed_loop_latent, decoder_actor
 
         super().__init__(env, command)
-        self.model, self.deadband, self.dwell, self.reads = model, np.radians(deadband_degrees), dwell_steps, []
-        self.latent = closed_loop_latent(model, lambda t: inputs[self.reads[-1]](t))
-        self.torch = torch
+        self.deadband, self.dwell, self.reads, self.run = np.radians(deadband_degrees), dwell_steps, [], 0
+        self.act = decoder_actor(model, closed_loop_latent(model, lambda t: inputs[self.reads[-1]](t)))
 
     def __call__(self, t: int, proprio) -> np.ndarray:
         error = self.error(t)
         wanted = "left" if error > self.deadband else "right" if error < -self.deadband else "straight"
-        held = self.reads[-self.dwell:] if self.dwell else []
-        if self.reads and len(held) == self.dwell and all(side == held[0] for side in held) or not self.reads:
-            self.reads.append(wanted)   # a reference is read for at least ``dwell`` steps before another
-        else:
-            self.reads.append(self.reads[-1])
-        with self.torch.no_grad():
-            state = self.torch.as_tensor(np.asarray(proprio, np.float32))
-            mean, _ = self.model.decode(state, self.latent(t, state))
-        return mean.clamp(-1.0, 1.0).numpy()
+        # the reference read for fewer than ``dwell`` steps in a row is kept
+        side = self.reads[-1] if self.reads and self.run < self.dwell else wanted
+        self.run = self.run + 1 if self.reads and side == self.reads[-1] else 1
+        self.reads.append(side)
+        return self.act(t, proprio)
 
 
 def reference_inputs(model, walk: str, rate: str, mocap: Path) -> dict:
@@ -75,11 +68,13 @@ def reference_inputs(model, walk: str, rate: str, mocap: Path) -> dict:
 
     from pipelines.npmp.evaluate import reference_input, reference_playback
 
+    device = next(model.parameters()).device
     snippets = {"straight": walk, "left": f"{walk}-left{rate}", "right": f"{walk}-right{rate}"}
     inputs = {}
     for side, snippet in snippets.items():
         reference = reference_playback(snippet, 0, str(mocap))
-        inputs[side] = reference_input(model, torch.as_tensor(reference.states), torch.as_tensor(reference.root))
+        inputs[side] = reference_input(model, torch.as_tensor(reference.states, device=device),
+                                       torch.as_tensor(reference.root, device=device))
     return inputs
 
 

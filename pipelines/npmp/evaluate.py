@@ -114,8 +114,13 @@ def primitives_actor(model, snippet: str, seed: int = 0, ref_path=None, referenc
     device = next(model.parameters()).device
     if reference is None:
         reference = reference_playback(snippet, seed, ref_path)
-    latent = reference_encoder(model, torch.as_tensor(reference.states, device=device),
-                               torch.as_tensor(reference.root, device=device))
+    return decoder_actor(model, reference_encoder(model, torch.as_tensor(reference.states, device=device),
+                                                 torch.as_tensor(reference.root, device=device)))
+
+
+def decoder_actor(model, latent):
+    """``(t, proprio state [S]) -> command [A]``: the decoder's clipped mean with the latent ``latent(t, state)``."""
+    device = next(model.parameters()).device
 
     @torch.no_grad()
     def act(t: int, state: np.ndarray) -> np.ndarray:
