@@ -41,21 +41,25 @@ from benchmarks.runs import fail, resumed_results, write_json  # noqa: E402
 NO_TRACKING_END = {"termination_threshold": 1e9}
 
 
-def upright_episode(env, act, noise: float, seed: int) -> dict:
+def upright_episode(env, act, noise: float, seed: int, observe=None) -> dict:
     """One episode of ``env`` (a tracking env, reset here to the clip's first frame) driven by
     ``act(t, proprio) -> command`` with action noise ``noise``: npmp_long's ``Upright`` summary (the steps before the
-    head drops below the fall line, and how far the walker went from its start and from the reference's root)."""
+    head drops below the fall line, and how far the walker went from its start and from the reference's root).
+    ``observe(env, steps)``, if given, is called after every step (e.g. ``benchmarks.runs.Strip``)."""
     rng = np.random.default_rng(seed)
     obs, _ = env.reset(seed=0)
     upright, steps = Upright(), 0
-    upright(env, steps)
+    hooks = [upright] + ([observe] if observe is not None else [])
+    for hook in hooks:
+        hook(env, steps)
     while upright.fell_at is None:
         command = act(steps, obs["proprio"])
         if noise:
             command = np.clip(command + noise * rng.standard_normal(command.shape), -1.0, 1.0)
         obs, _, terminated, truncated, _ = env.step(np.asarray(command, np.float32))
         steps += 1
-        upright(env, steps)
+        for hook in hooks:
+            hook(env, steps)
         if terminated or truncated:
             break
     return upright.summary()

@@ -20,7 +20,10 @@ reference, which the primitives were trained to follow.
     python benchmarks/npmp_steer_student.py --mocap runs/npmp/loops/mocap15.h5 --primitives runs/npmp/walk4/wb_d5_s1 \\
         --snippets 07_01-0-loop10 --rate 15 --commands hold step45 step-45 --noise 0 0.03 --seeds 3
 
-Results are kept per primitives, walk, command and noise level: a rerun measures only what the file lacks.
+Results are kept per primitives, walk, command and noise level: a rerun measures only what the file lacks. With
+``--frames DIR`` the chosen commands and noise levels are run again (the same episodes: seeded noise, deterministic
+physics) and each episode is drawn as a PNG strip of the walker's back camera, a frame every second:
+``<primitives>__<walk>__<command>__noise<n>__<episode>.png``.
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.npmp_long import CONTROL_STEP_SECONDS  # noqa: E402
 from benchmarks.npmp_noise import NO_TRACKING_END, upright_episode  # noqa: E402
 from benchmarks.npmp_steer_law import COMMAND, HeadingCommand, heading_rows  # noqa: E402
-from benchmarks.runs import fail, resumed_results, write_json  # noqa: E402
+from benchmarks.runs import Strip, fail, resumed_results, write_json  # noqa: E402
 
 SIDES = ("straight", "left", "right")
 
@@ -93,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--noise", type=float, nargs="+", default=[0.0, 0.03])
     p.add_argument("--seeds", type=int, default=3, help="episodes per noise level above 0")
     p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_steer_student.json")
+    p.add_argument("--frames", type=Path, help="a folder for one PNG strip per episode (the walker's back camera, a "
+                                               "frame every second); measures the chosen episodes again")
     args = p.parse_args(argv)
 
     import torch
@@ -126,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             rows = walks.setdefault(walk, {})
             keys = {c: f"{c}, rate {args.rate}, deadband {args.deadband:g}"
                        + (f", dwell {args.dwell:g}" if args.dwell else "") for c in args.commands}
-            todo = [(c, n) for c in args.commands for n in args.noise if f"{n:g}" not in rows.get(keys[c], {})]
+            todo = [(c, n) for c in args.commands for n in args.noise
+                    if args.frames or f"{n:g}" not in rows.get(keys[c], {})]
             if not todo:
                 continue
             try:
@@ -140,7 +146,11 @@ def main(argv: list[str] | None = None) -> int:
                     episodes, acts = [], []
                     for seed in range(args.seeds if noise else 1):
                         acts.append(SteeredStudent(model, inputs, env, command, args.deadband, dwell))
-                        episodes.append(upright_episode(env, acts[-1], noise, seed))
+                        strip = Strip() if args.frames else None
+                        episodes.append(upright_episode(env, acts[-1], noise, seed, observe=strip))
+                        if strip is not None:
+                            strip.write(args.frames / f"{str(path).replace('/', '_')}__{walk}__{command}__"
+                                                      f"noise{noise:g}__{seed}.png")
                     heading_rows(episodes, command, acts)
                     reads = [{side: round(act.reads.count(side) / len(act.reads), 3) for side in SIDES}
                              for act in acts]

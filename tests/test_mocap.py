@@ -152,6 +152,27 @@ def test_curving_bends_the_path_and_keeps_the_pose(converter, walk):
                                    convert._rotation(qpos[t, 3:7]).T @ step, atol=1e-12)
 
 
+def test_curving_for_a_while_bends_only_inside_the_window(converter, walk):
+    kinematics = converter.kinematics
+    qpos, _ = walk
+    rate, dt, window = np.radians(30.0), convert.CONTROL_TIMESTEP, (0.6, 1.5)
+    bent = convert.curve_qpos(qpos, rate, window=window)
+    before, inside = round(window[0] / dt), round(window[1] / dt)
+    # straight (the clip itself) up to the window, turning at the rate in it, the reached turn held after it
+    np.testing.assert_allclose(bent[:before + 1], qpos[:before + 1], atol=1e-12)
+    turned = lambda a, b: convert.heading_change(bent[a:b + 1], kinematics) - \
+        convert.heading_change(qpos[a:b + 1], kinematics)  # noqa: E731
+    assert turned(before, inside) == pytest.approx(rate * (inside - before) * dt, abs=1e-6)
+    assert turned(inside, len(qpos) - 1) == pytest.approx(0.0, abs=1e-6)
+    assert turned(0, len(qpos) - 1) == pytest.approx(rate * (window[1] - window[0]), abs=1e-6)
+    np.testing.assert_array_equal(bent[:, 7:], qpos[:, 7:])
+    # the whole clip as the window is the constant arc
+    np.testing.assert_allclose(convert.curve_qpos(qpos, rate, window=(0.0, len(qpos) * dt)),
+                               convert.curve_qpos(qpos, rate), atol=1e-12)
+    assert convert.curve_suffix(15, (3, 7)) == ("-left15from3to7", "-right15from3to7")
+    assert convert.is_curved("07_01-0-loop10-right15from3to7") and not convert.is_curved("07_01-0-loop10")
+
+
 def periodic_walk(frames, period=30, speed=1.2, yaw_rate=0.2, dt=convert.CONTROL_TIMESTEP):
     """A made-up walker qpos that repeats exactly every ``period`` frames, up to a turn and a move: joints swing,
     the root bobs and pitches, and it walks along an arc at ``yaw_rate`` rad/s."""
@@ -202,10 +223,12 @@ def test_looping_repeats_a_stride_seamlessly(converter, walk):
 def test_looped_snippets_are_named_but_left_out_of_the_default_sets(tmp_path):
     out = tmp_path / "looped.h5"
     assert convert.main(["--clips", WALK, "09_06", "--mirror", "--loop", "6", "--loop-clips", WALK,
-                         "--curve", "30", "--curve-clips", WALK, "--output", str(out)]) == 0
+                         "--curve", "30", "--curve-clips", WALK, "--curve-window", "2", "4", "--output", str(out)]) == 0
     captured = [f"{WALK}-0", f"{WALK}-0-mirror", "09_06-0", "09_06-0-mirror"]
+    # bent for a while: only the loop lasts past the window's end (the clip itself lasts 2.6 s)
     made_up = [f"{WALK}-0-loop6", f"{WALK}-0-mirror-loop6", f"{WALK}-0-left30", f"{WALK}-0-right30",
-               f"{WALK}-0-loop6-left30", f"{WALK}-0-loop6-right30"]
+               f"{WALK}-0-loop6-left30", f"{WALK}-0-loop6-right30", f"{WALK}-0-loop6-left30from2to4",
+               f"{WALK}-0-loop6-right30from2to4"]
     assert tracking.snippet_ids(out) == sorted(captured)
     assert tracking.snippet_ids(out, augmented=True) == sorted(captured + made_up)
     assert all(convert.is_looped(s) == ("loop" in s) and convert.is_augmented(s) for s in made_up)
@@ -252,6 +275,11 @@ def test_curved_snippets_are_named_but_left_out_of_the_default_sets(tmp_path):
         convert.convert_clips(convert.SOURCE_DIR, tmp_path / "x.h5", [WALK], curve_clips=[WALK])
     with pytest.raises(convert.ConversionError, match="plain decimals"):   # 1e-05 would not read as an arc's id
         convert.convert_clips(convert.SOURCE_DIR, tmp_path / "x.h5", [WALK], curves=(1e-5,))
+    for window, message in (((2.0, 1.0), "START < END"), ((1e-5, 1.0), "plain decimals")):
+        with pytest.raises(convert.ConversionError, match=message):
+            convert.convert_clips(convert.SOURCE_DIR, tmp_path / "x.h5", [WALK], curves=(30.0,), curve_window=window)
+    with pytest.raises(convert.ConversionError, match="needs --curve"):
+        convert.convert_clips(convert.SOURCE_DIR, tmp_path / "x.h5", [WALK], curve_window=(1.0, 2.0))
     # the shipped arcs are what the CLI writes
     with h5py.File(out) as f, h5py.File(convert.DEFAULT_OUTPUT) as shipped:
         for field in ("position", "quaternion", "joints", "body_positions"):

@@ -515,6 +515,12 @@ def test_a_student_that_reads_the_path_is_steered_by_the_reference_it_is_shown(t
     assert steer_main([*common, "--primitives", str(tmp_path / "pathed"), "--commands", "hold",
                        "--deadband", "180"]) == 0
     assert capsys.readouterr().out == ""   # kept
+    # drawn: the same episode again, one strip of frames a second (the student falls within a second or two)
+    assert steer_main([*common, "--primitives", str(tmp_path / "pathed"), "--commands", "hold", "--deadband", "180",
+                       "--frames", str(tmp_path / "frames")]) == 0
+    (strip,) = (tmp_path / "frames").iterdir()
+    assert strip.name == f"{str(tmp_path / 'pathed').replace('/', '_')}__{walk}__hold__noise0__0.png"
+    assert json.loads(results.read_text())["primitives"][str(tmp_path / "pathed")][walk] == {**rows, **held}
     for bad, message in ((["--primitives", str(tmp_path / "blind")], "does not read the reference's path"),
                          (["--primitives", str(tmp_path / "pathed"), "--commands", "spin"], "need commands"),
                          (["--primitives", str(tmp_path / "pathed"), "--rate", "20"], "07_01-0-loop4")):

@@ -53,6 +53,11 @@ Pipeline (``python -m envs.mocap.convert --mirror --curve 30 --curve-clips 02_01
    heading and moved by its travel. Ids ``<snippet-id>-loop<SECONDS>`` (and ``<snippet-id>-mirror-loop<SECONDS>``
    with ``--mirror``; with ``--curve`` the loops are bent too, ``-loop<SECONDS>-left<RATE>``); like the curved ones
    they are left out of the default sets.
+5d. Bending for a while (``--curve-window START END`` with ``--curve``, not the seed's: a walk that takes a bend and
+   leaves it): also writes each bent snippet that lasts past END bent only between START and END seconds, straight
+   before and after (the heading then holds the turn it reached). A student of the constant arcs has never seen
+   its reference begin or end a turn mid-walk, which is what steering asks of it. Ids ``-left<RATE>from<START>to<END>``
+   and ``-right...``; shorter snippets get no such variant (they would equal the straight one).
 6. Derived quantities: for each frame the walker's qpos and qvel are set in MuJoCo and dm_control's own
    ``reference_pose.utils.get_features`` reads centre of mass, end effectors, appendages, body positions and
    quaternions -- the same function the tracking task applies to the simulated walker, so the reference and the
@@ -286,11 +291,16 @@ def mirror_qpos(qpos: np.ndarray, kinematics: WalkerKinematics) -> np.ndarray:
     return out
 
 
-def curve_qpos(qpos: np.ndarray, yaw_rate: float, dt: float = CONTROL_TIMESTEP) -> np.ndarray:
+def curve_qpos(qpos: np.ndarray, yaw_rate: float, dt: float = CONTROL_TIMESTEP,
+               window: tuple[float, float] | None = None) -> np.ndarray:
     """The snippet qpos (frames, 7 + joints) bent into an arc at ``yaw_rate`` radians per second (counter-clockwise
     seen from above): frame t's root rotation and each root step t -> t+1 are turned about the vertical by
-    yaw_rate * t * dt, about the first root position; heights and joint angles are kept (module docstring, 5b)."""
-    angles = yaw_rate * dt * np.arange(len(qpos))
+    yaw_rate * t * dt, about the first root position; heights and joint angles are kept (module docstring, 5b).
+    ``window`` (start, end) seconds: the path bends only between them, straight before and after (5d)."""
+    seconds = dt * np.arange(len(qpos))
+    if window is not None:
+        seconds = np.clip(seconds, *window) - window[0]
+    angles = yaw_rate * seconds
     cos, sin = np.cos(angles), np.sin(angles)
     steps = np.diff(qpos[:, :2], axis=0)
     turned = np.stack([cos[:-1] * steps[:, 0] - sin[:-1] * steps[:, 1],
@@ -389,12 +399,14 @@ def loop_qpos(qpos: np.ndarray, start: int, end: int, frames: int) -> np.ndarray
     return np.concatenate(pieces)[:frames]
 
 
-def curve_suffix(rate: float) -> tuple[str, str]:
-    """The id suffixes of the left and right variants at ``rate`` degrees per second."""
-    return f"-left{rate:g}", f"-right{rate:g}"
+def curve_suffix(rate: float, window: tuple[float, float] | None = None) -> tuple[str, str]:
+    """The id suffixes of the left and right variants at ``rate`` degrees per second (bent only between ``window``'s
+    seconds when given: ``-left15from3to7``)."""
+    bent = f"from{window[0]:g}to{window[1]:g}" if window is not None else ""
+    return f"-left{rate:g}{bent}", f"-right{rate:g}{bent}"
 
 
-CURVED_ID = re.compile(r"-(left|right)[0-9.]+$")
+CURVED_ID = re.compile(r"-(left|right)[0-9.]+(from[0-9.]+to[0-9.]+)?$")
 
 
 def is_curved(snippet_id: str) -> bool:
@@ -547,13 +559,15 @@ def write_hdf5(path: Path, snippets: dict[str, dict[str, np.ndarray]], dt: float
 
 def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None, mirror: bool = False,
                   curves: tuple[float, ...] = (), curve_clips: list[str] | None = None, loop_seconds: float = 0.0,
-                  loop_clips: list[str] | None = None, log=print) -> dict[str, dict]:
+                  loop_clips: list[str] | None = None, curve_window: tuple[float, float] | None = None,
+                  log=print) -> dict[str, dict]:
     """Convert clips (all ``*.amc`` in ``source_dir`` by default) into snippets in ``output``; returns per-snippet
     metadata (source clip, frame range, mirrored, yaw rate, floor plane, stride looped). ``curves``: yaw rates
     (degrees per second, > 0) at which the snippets of ``curve_clips`` (default: every clip) are also written bent
     left and right (``curve_qpos``). ``loop_seconds`` (> 0): the snippets of ``loop_clips`` (default: every clip),
     and their mirrors with ``mirror``, are also written looped over their stride to this length (``loop_qpos``);
-    the bent variants then include the loops bent."""
+    the bent variants then include the loops bent. ``curve_window`` (start, end) seconds: each bent snippet that
+    lasts past ``end`` is also written bent only between them (``curve_qpos``, 5d)."""
     source_dir = Path(source_dir)
     clips = clips or sorted(p.stem for p in source_dir.glob("*.amc"))
     if any(not (math.isfinite(rate) and rate > 0) for rate in curves):
@@ -569,6 +583,14 @@ def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None
     unnamed = [rate for rate in curves if not all(is_curved(f"x{suffix}") for suffix in curve_suffix(rate))]
     if unnamed:   # an id the default sets could not tell from a captured snippet's
         raise ConversionError(f"curve rates must be plain decimals (e.g. 30 or 22.5), got {unnamed}")
+    if curve_window is not None:
+        start, end = curve_window
+        if not curves:
+            raise ConversionError("--curve-window needs --curve RATE (the rates to bend the snippets at)")
+        if not (math.isfinite(start) and math.isfinite(end) and 0 <= start < end):
+            raise ConversionError(f"--curve-window needs 0 <= START < END seconds, got {start:g} {end:g}")
+        if not all(is_curved(f"x{suffix}") for suffix in curve_suffix(curves[0], curve_window)):
+            raise ConversionError(f"--curve-window seconds must be plain decimals (e.g. 3 or 6.5), got {curve_window}")
     if loop_seconds and not (math.isfinite(loop_seconds) and loop_seconds > 0 and is_looped(loop_suffix(loop_seconds))):
         raise ConversionError(f"--loop must be a positive plain decimal number of seconds, got {loop_seconds}")
     if not clips:
@@ -598,6 +620,10 @@ def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None
                     for suffix, sign in zip(curve_suffix(rate), (1.0, -1.0)):
                         pieces.append((snippet_id + suffix, curve_qpos(q, sign * math.radians(rate), dt), False,
                                        sign * rate, stride))
+                    if curve_window is not None and (len(q) - 1) * dt > curve_window[1]:
+                        for suffix, sign in zip(curve_suffix(rate, curve_window), (1.0, -1.0)):
+                            pieces.append((snippet_id + suffix, curve_qpos(q, sign * math.radians(rate), dt,
+                                                                           curve_window), False, sign * rate, stride))
             for snippet_id, snippet_qpos, mirrored_flag, yaw_rate, stride in pieces:
                 snippets[snippet_id] = converter.features(snippet_qpos)
                 meta[snippet_id] = dict(clip=clip, start=start, end=end, mirrored=mirrored_flag, yaw_rate=yaw_rate,
@@ -640,6 +666,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also write each snippet bent into a left and a right arc at these yaw rates, ids "
                              "<snippet-id>-left<RATE> and -right<RATE> (not the seed's: turning data for steering)")
     parser.add_argument("--curve-clips", nargs="*", help="the clips whose snippets --curve bends (default: all)")
+    parser.add_argument("--curve-window", type=float, nargs=2, metavar=("START", "END"),
+                        help="also write each bent snippet lasting past END bent only between START and END seconds, "
+                             "straight before and after, ids <snippet-id>-left<RATE>from<START>to<END> and -right...")
     parser.add_argument("--loop", type=float, default=0.0, metavar="SECONDS",
                         help="also write each snippet (and its mirror) made this long by repeating its stride, id "
                              "<snippet-id>-loop<SECONDS> (not the seed's: walks longer than the clips)")
@@ -647,7 +676,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         meta = convert_clips(args.source, args.output, args.clips, mirror=args.mirror, curves=tuple(args.curve),
-                             curve_clips=args.curve_clips, loop_seconds=args.loop, loop_clips=args.loop_clips)
+                             curve_clips=args.curve_clips, loop_seconds=args.loop, loop_clips=args.loop_clips,
+                             curve_window=tuple(args.curve_window) if args.curve_window else None)
     except ConversionError as e:
         parser.exit(2, f"error: {e}\n")
     print(f"wrote {len(meta)} snippets to {args.output} ({args.output.stat().st_size / 1e6:.2f} MB)")
