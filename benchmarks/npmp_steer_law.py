@@ -59,11 +59,13 @@ def commanded_turn(command: str, seconds: float) -> tuple[float, bool]:
 class HeadingCommand:
     """The heading error (rad, wrapped) of the walker in ``env`` against ``command``'s heading from the walker's own
     start heading (toward its target, for ``to<D>at<B>``); ``errors``: its absolute value (degrees) at every step
-    since the command began; ``reached_at``: the step a target was first within ``TARGET_RADIUS`` (None before)."""
+    since the command began; ``reached_at``: the step a target was first within ``TARGET_RADIUS`` (None before);
+    ``closest``: the nearest the walker came to its target (m; None without one)."""
 
     def __init__(self, env, command: str):
         self.env, self.command = env, command
         self.start, self.errors, self.reached_at, self.target, self.held = None, [], None, None, 0.0
+        self.closest = None
 
     def error(self, t: int) -> float:
         from envs.mocap.tracking import heading
@@ -77,6 +79,7 @@ class HeadingCommand:
                 self.target = position + distance * np.array([np.cos(bearing), np.sin(bearing)])
         if self.target is not None:
             away = self.target - position
+            self.closest = min(float(np.hypot(*away)), self.closest or np.inf)
             if self.reached_at is None and np.hypot(*away) < TARGET_RADIUS:
                 self.reached_at, self.held = t, float(np.arctan2(away[1], away[0]))
             begun = t * CONTROL_STEP_SECONDS >= TARGET_AFTER   # the first strides are the clip's own
@@ -109,14 +112,15 @@ class SteeredLaw(HeadingCommand):
 
 
 def heading_rows(episodes: list[dict], command: str, acts: list[HeadingCommand]) -> None:
-    """Each episode's commanded turn at its end, median heading error and the step it reached its target (None: not
-    reached, or no target), added to it."""
+    """Each episode's commanded turn at its end, median heading error, the step it reached its target (None: not
+    reached, or no target) and the nearest it came to it (m), added to it."""
     for episode, act in zip(episodes, acts):
         seconds = episode["steps"] * CONTROL_STEP_SECONDS
         episode["commanded_turn_degrees"] = round(commanded_turn(command, seconds)[0], 1)
         episode["median_heading_error_degrees"] = round(float(statistics.median(act.errors)) if act.errors
                                                         else float("nan"), 1)
         episode["reached_at_step"] = act.reached_at
+        episode["closest_to_target_m"] = None if act.closest is None else round(act.closest, 2)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.setdefault(keys[command], {})[f"{noise:g}"] = {
                     "of": env.last_step, **{key: [e[key] for e in episodes] for key in (
                         "steps", "turn_degrees", "commanded_turn_degrees", "median_heading_error_degrees",
-                        "travelled_m", "reached_at_step")}}
+                        "travelled_m", "reached_at_step", "closest_to_target_m")}}
                 write_json(args.results, results)   # after every command and noise level
                 print(f"{snippet}: {command}, noise {noise:g}: upright {[e['steps'] for e in episodes]}, turned "
                       f"{[e['turn_degrees'] for e in episodes]} of {[e['commanded_turn_degrees'] for e in episodes]} "

@@ -14,6 +14,15 @@ upright, how far the walker turned (at the fall and at every whole second uprigh
 step, the median absolute heading error since the command began, the step a target was reached (within 1 m, as in
 the go-to-target task), and the share of steps the encoder read each reference.
 
+With ``--steer rate`` the controller instead bends the straight walk at a yaw rate it chooses, so the reference the
+encoder reads turns gradually rather than jumping between three: the rate follows ``--gain`` times the heading
+error, at most the arcs' rate either way and changed by at most ``--slew`` deg/s per second, and steering begins
+at 2 s (the clip's lead-in strides are its own). The encoder reads the straight walk's states moved toward the
+left (or right) arc's by |rate| / the arcs' rate (the bent walk's frames differ from the straight one's in the
+root's turning only, which is linear in the rate), and the path ahead as the straight walk's path bent from the
+current frame on at the current rate (``model.reference_path`` on that local path: at the arcs' own rate both are
+exactly the arc's input).
+
 This is a departure from the seed (its high level acts on the latent, eq 8.2): here the high level chooses the
 reference, which the primitives were trained to follow.
 
@@ -38,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.npmp_long import CONTROL_STEP_SECONDS  # noqa: E402
 from benchmarks.npmp_noise import NO_TRACKING_END, upright_episode  # noqa: E402
-from benchmarks.npmp_steer_law import COMMAND, HeadingCommand, heading_rows  # noqa: E402
+from benchmarks.npmp_steer_law import COMMAND, TARGET_AFTER, HeadingCommand, heading_rows  # noqa: E402
 from benchmarks.runs import Strip, fail, resumed_results, write_json  # noqa: E402
 
 SIDES = ("straight", "left", "right")
@@ -65,20 +74,69 @@ class SteeredStudent(HeadingCommand):
         return self.act(t, proprio)
 
 
-def reference_inputs(model, walk: str, rate: str, mocap: Path) -> dict:
-    """The encoder's input functions (``evaluate.reference_input``) of the walk and its two arcs."""
+class RateSteeredStudent(HeadingCommand):
+    """``act(t, proprio)`` for ``upright_episode`` with ``--steer rate``: the decoder's clipped mean, its latent from
+    the encoder reading the straight walk bent at the yaw rate the heading error asks for (module docstring);
+    ``rates``: the rate at every step (deg/s)."""
+
+    def __init__(self, model, references: dict, env, command: str, arc_rate: float, gain: float, slew: float):
+        from pipelines.npmp.evaluate import closed_loop_latent, decoder_actor
+
+        super().__init__(env, command)
+        self.arc_rate, self.gain, self.slew, self.rates = arc_rate, gain, slew * CONTROL_STEP_SECONDS, []
+        read = bent_reference_input(model, references, arc_rate)
+        self.act = decoder_actor(model, closed_loop_latent(model, lambda t: read(t, self.rates[-1])))
+
+    def __call__(self, t: int, proprio) -> np.ndarray:
+        error = np.degrees(self.error(t))
+        begun = t * CONTROL_STEP_SECONDS >= TARGET_AFTER   # the clip's lead-in strides are its own
+        wanted = float(np.clip(self.gain * error, -self.arc_rate, self.arc_rate)) if begun else 0.0
+        rate = self.rates[-1] if self.rates else 0.0
+        self.rates.append(rate + float(np.clip(wanted - rate, -self.slew, self.slew)))
+        return self.act(t, proprio)
+
+
+def bent_reference_input(model, references: dict, arc_rate: float):
+    """``(t, rate deg/s) -> x_t``: what the encoder reads of the straight walk bent at ``rate`` from frame t on
+    (module docstring), from ``references``' walk and arcs (``evaluate.Reference`` as tensors on the model's device)."""
     import torch
 
-    from pipelines.npmp.evaluate import reference_input, reference_playback
+    from priors.npmp.model import reference_path
+
+    straight = references["straight"]
+    K, last, offsets = model.config.lookahead, len(straight.states) - 1, model.config.path_offsets
+    ahead_frames = max(offsets)
+
+    def read(t: int, rate: float) -> torch.Tensor:
+        frames = [min(t + j, last) for j in range(1, K + 1)]
+        arc = references["left" if rate > 0 else "right"]
+        share = abs(rate) / arc_rate
+        ahead = straight.states[frames] + share * (arc.states[frames] - straight.states[frames])
+        index = torch.clamp(torch.arange(t, t + ahead_frames + 1, device=straight.root.device), max=last)
+        root = straight.root[index]
+        # past the clip's end its last frame repeats (as in the look-ahead): the bend stops there too
+        turned = float(np.radians(rate)) * CONTROL_STEP_SECONDS * (index - t).to(root.dtype)
+        steps = root[1:, :2] - root[:-1, :2]
+        cos, sin = torch.cos(turned[:-1]), torch.sin(turned[:-1])
+        steps = torch.stack([cos * steps[:, 0] - sin * steps[:, 1], sin * steps[:, 0] + cos * steps[:, 1]], dim=-1)
+        bent = torch.cat([root[:1, :2], root[:1, :2] + torch.cumsum(steps, dim=0)])
+        local = torch.cat([bent, (root[:, 2] + turned)[:, None]], dim=-1)
+        return torch.cat([ahead.flatten(), reference_path(local, offsets)[0]])
+
+    return read
+
+
+def reference_playbacks(model, walk: str, rate: str, mocap: Path) -> dict:
+    """The walk's and its two arcs' ``evaluate.Reference`` (states and root as tensors on the model's device)."""
+    import torch
+
+    from pipelines.npmp.evaluate import Reference, reference_playback
 
     device = next(model.parameters()).device
     snippets = {"straight": walk, "left": f"{walk}-left{rate}", "right": f"{walk}-right{rate}"}
-    inputs = {}
-    for side, snippet in snippets.items():
-        reference = reference_playback(snippet, 0, str(mocap))
-        inputs[side] = reference_input(model, torch.as_tensor(reference.states, device=device),
-                                       torch.as_tensor(reference.root, device=device))
-    return inputs
+    played = {side: reference_playback(snippet, 0, str(mocap)) for side, snippet in snippets.items()}
+    return {side: Reference(torch.as_tensor(r.states, device=device), torch.as_tensor(r.root, device=device))
+            for side, r in played.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", default="15", help="the arcs' bend in deg/s, as in their names (<walk>-left<rate>)")
     p.add_argument("--commands", nargs="+", default=["hold", "step45", "step-45"],
                    help="heading commands: hold, arc<deg/s>, step<deg>, to<m>at<deg> (benchmarks/npmp_steer_law.py)")
+    p.add_argument("--steer", choices=("switch", "rate"), default="switch",
+                   help="switch: show the walk or one of its arcs; rate: bend the walk at a chosen yaw rate")
+    p.add_argument("--gain", type=float, default=1.0, help="--steer rate: deg/s of yaw rate per degree of error")
+    p.add_argument("--slew", type=float, default=15.0, help="--steer rate: the most the rate changes, deg/s per s")
     p.add_argument("--deadband", type=float, default=5.0, help="heading error (deg) within which the straight walk "
                                                                "is shown")
     p.add_argument("--dwell", type=float, default=0.0, help="seconds a reference is read at least before another "
@@ -106,13 +168,21 @@ def main(argv: list[str] | None = None) -> int:
     from envs import EnvError
     from envs.mocap.tracking import TIMED_FAMILY
     from pipelines.npmp.data import ConfigError
+    from pipelines.npmp.evaluate import reference_input
     from priors.npmp import ModuleFileError, load_primitives
 
     torch.set_num_threads(1)
     bad = [c for c in args.commands if not COMMAND.fullmatch(c)]
-    if bad or not args.deadband >= 0 or not args.dwell >= 0 or min(args.noise) < 0 or args.seeds < 1:
+    if (bad or not args.deadband >= 0 or not args.dwell >= 0 or min(args.noise) < 0 or args.seeds < 1
+            or not args.gain > 0 or not args.slew > 0):
         fail(f"need commands hold, arc<deg/s>, step<deg> or to<m>at<deg> (got {', '.join(bad) or 'those'}), "
-             "--deadband >= 0, --dwell >= 0, --noise >= 0 and --seeds >= 1")
+             "--deadband >= 0, --dwell >= 0, --gain > 0, --slew > 0, --noise >= 0 and --seeds >= 1")
+    try:
+        arc_rate = float(args.rate)
+    except ValueError:
+        arc_rate = float("nan")
+    if not arc_rate > 0:
+        fail(f"--rate must be the arcs' positive yaw rate in deg/s, as in their names, got {args.rate}")
     if not args.mocap.is_file():
         fail(f"no such file: {args.mocap}")
     dwell = round(args.dwell / CONTROL_STEP_SECONDS)
@@ -129,14 +199,16 @@ def main(argv: list[str] | None = None) -> int:
         walks = controllers.setdefault(str(path), {})
         for walk in args.snippets:
             rows = walks.setdefault(walk, {})
-            keys = {c: f"{c}, rate {args.rate}, deadband {args.deadband:g}"
-                       + (f", dwell {args.dwell:g}" if args.dwell else "") for c in args.commands}
+            steering = (f"steer rate, gain {args.gain:g}, slew {args.slew:g}" if args.steer == "rate" else
+                        f"deadband {args.deadband:g}" + (f", dwell {args.dwell:g}" if args.dwell else ""))
+            keys = {c: f"{c}, rate {args.rate}, {steering}" for c in args.commands}
             todo = [(c, n) for c in args.commands for n in args.noise
                     if args.frames or f"{n:g}" not in rows.get(keys[c], {})]
             if not todo:
                 continue
             try:
-                inputs = reference_inputs(model, walk, args.rate, args.mocap)
+                references = reference_playbacks(model, walk, args.rate, args.mocap)
+                inputs = {side: reference_input(model, r.states, r.root) for side, r in references.items()}
                 env = envs.make(f"{TIMED_FAMILY}:{walk}", seed=0, clip_start=True, ref_path=str(args.mocap),
                                 **NO_TRACKING_END)
             except (EnvError, ConfigError, ValueError, KeyError, OSError) as e:
@@ -145,19 +217,23 @@ def main(argv: list[str] | None = None) -> int:
                 for command, noise in todo:
                     episodes, acts = [], []
                     for seed in range(args.seeds if noise else 1):
-                        acts.append(SteeredStudent(model, inputs, env, command, args.deadband, dwell))
+                        acts.append(RateSteeredStudent(model, references, env, command, arc_rate, args.gain,
+                                                       args.slew) if args.steer == "rate" else
+                                    SteeredStudent(model, inputs, env, command, args.deadband, dwell))
                         strip = Strip() if args.frames else None
                         episodes.append(upright_episode(env, acts[-1], noise, seed, observe=strip))
                         if strip is not None:
                             strip.write(args.frames / f"{str(path).replace('/', '_')}__{walk}__{command}__"
                                                       f"noise{noise:g}__{seed}.png")
                     heading_rows(episodes, command, acts)
-                    reads = [{side: round(act.reads.count(side) / len(act.reads), 3) for side in SIDES}
-                             for act in acts]
+                    shown = ({"mean_abs_rate": [round(float(np.mean(np.abs(act.rates))), 2) for act in acts]}
+                             if args.steer == "rate" else
+                             {"reads": [{side: round(act.reads.count(side) / len(act.reads), 3) for side in SIDES}
+                                        for act in acts]})
                     rows.setdefault(keys[command], {})[f"{noise:g}"] = {
-                        "of": env.last_step, "reads": reads, **{key: [e[key] for e in episodes] for key in (
+                        "of": env.last_step, **shown, **{key: [e[key] for e in episodes] for key in (
                             "steps", "turn_degrees", "commanded_turn_degrees", "median_heading_error_degrees",
-                            "travelled_m", "turn_by_second_degrees", "reached_at_step")}}
+                            "travelled_m", "turn_by_second_degrees", "reached_at_step", "closest_to_target_m")}}
                     write_json(args.results, results)   # after every command and noise level
                     print(f"{path}: {walk}: {command}, noise {noise:g}: upright {[e['steps'] for e in episodes]}, "
                           f"turned {[e['turn_degrees'] for e in episodes]} of "

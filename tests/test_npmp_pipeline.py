@@ -494,6 +494,9 @@ def test_a_student_that_reads_the_path_is_steered_by_the_reference_it_is_shown(t
     # a target half a metre away is reached at the start, one 20 m away not before the fall
     assert rows["to0.5at90, rate 15, deadband 180"]["0"]["reached_at_step"] == [0]
     assert rows["to20at0, rate 15, deadband 180"]["0"]["reached_at_step"] == [None]
+    assert rows["to0.5at90, rate 15, deadband 180"]["0"]["closest_to_target_m"][0] < 1.0
+    assert rows["to20at0, rate 15, deadband 180"]["0"]["closest_to_target_m"][0] > 10.0
+    assert rows["hold, rate 15, deadband 180"]["0"]["closest_to_target_m"] == [None]
     for row in rows.values():
         (reads,) = row["0"]["reads"]
         assert sum(reads.values()) == pytest.approx(1.0, abs=0.01) and row["0"]["steps"][0] > 0
@@ -515,15 +518,34 @@ def test_a_student_that_reads_the_path_is_steered_by_the_reference_it_is_shown(t
     assert steer_main([*common, "--primitives", str(tmp_path / "pathed"), "--commands", "hold",
                        "--deadband", "180"]) == 0
     assert capsys.readouterr().out == ""   # kept
+    # steered by a yaw rate: at the arcs' own rate, or none, the encoder reads exactly the arc or the walk
+    from benchmarks.npmp_steer_student import bent_reference_input, reference_playbacks
+    from pipelines.npmp.evaluate import reference_input
+
+    pathed, _ = load_primitives(tmp_path / "pathed")
+    references = reference_playbacks(pathed, walk, "15", mocap)
+    bent = bent_reference_input(pathed, references, 15.0)
+    for side, rate in (("straight", 0.0), ("left", 15.0), ("right", -15.0)):
+        shown = reference_input(pathed, references[side].states, references[side].root)
+        for t in (0, 40, len(references[side].states) - 3):
+            torch.testing.assert_close(bent(t, rate), shown(t), atol=1e-4, rtol=0)
+    # at half the arc's rate the path 30 frames ahead turns by half the arc's turn more than the walk's own
+    assert float(bent(40, 7.5)[-1] - bent(40, 0.0)[-1]) == pytest.approx(np.radians(7.5 * 30 * 0.03), abs=1e-4)
+    assert steer_main([*common, "--primitives", str(tmp_path / "pathed"), "--commands", "step45", "--steer", "rate",
+                       "--gain", "2", "--slew", "30"]) == 0
+    rated = json.loads(results.read_text())["primitives"][str(tmp_path / "pathed")][walk]
+    assert rated["step45, rate 15, steer rate, gain 2, slew 30"]["0"]["mean_abs_rate"][0] >= 0
     # drawn: the same episode again, one strip of frames a second (the student falls within a second or two)
     assert steer_main([*common, "--primitives", str(tmp_path / "pathed"), "--commands", "hold", "--deadband", "180",
                        "--frames", str(tmp_path / "frames")]) == 0
     (strip,) = (tmp_path / "frames").iterdir()
     assert strip.name == f"{str(tmp_path / 'pathed').replace('/', '_')}__{walk}__hold__noise0__0.png"
-    assert json.loads(results.read_text())["primitives"][str(tmp_path / "pathed")][walk] == {**rows, **held}
+    assert json.loads(results.read_text())["primitives"][str(tmp_path / "pathed")][walk] == {**rows, **held, **rated}
     for bad, message in ((["--primitives", str(tmp_path / "blind")], "does not read the reference's path"),
                          (["--primitives", str(tmp_path / "pathed"), "--commands", "spin"], "need commands"),
-                         (["--primitives", str(tmp_path / "pathed"), "--rate", "20"], "07_01-0-loop4")):
+                         (["--primitives", str(tmp_path / "pathed"), "--rate", "20"], "07_01-0-loop4"),
+                         (["--primitives", str(tmp_path / "pathed"), "--rate", "fast"], "--rate must be"),
+                         (["--primitives", str(tmp_path / "pathed"), "--steer", "rate", "--gain", "0"], "--gain > 0")):
         with pytest.raises(SystemExit) as exit_:
             steer_main([*common, *bad])
         assert exit_.value.code == 2 and message in capsys.readouterr().err
