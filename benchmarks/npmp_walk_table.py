@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -31,10 +32,16 @@ from benchmarks.npmp_arc_cue import arc_parts  # noqa: E402
 from benchmarks.runs import fail  # noqa: E402
 
 
+BEND = re.compile(r"(left|right)[0-9.]+(?:from([0-9.]+)to([0-9.]+))?$")
+
+
 def short_name(snippet: str) -> str:
-    """``08_02-0-loop10-left15`` -> ``08_02 left``: the clip and the bend, what tells the columns apart."""
-    clip, bend = snippet.split("-", 1)[0], snippet.rsplit("-", 1)[1]
-    return f"{clip} {bend.rstrip('0123456789')}" if bend.startswith(("left", "right")) else clip
+    """``08_02-0-loop10-left15`` -> ``08_02 left`` (``-left15from3to7`` -> ``left 3-7 s``): the clip and the bend,
+    what tells the columns apart."""
+    clip, bend = snippet.split("-", 1)[0], BEND.fullmatch(snippet.rsplit("-", 1)[1])
+    if bend is None:
+        return clip
+    return f"{clip} {bend.group(1)}" + (f" {bend.group(2)}-{bend.group(3)} s" if bend.group(2) else "")
 
 
 def turn_at(row: dict, second: int) -> list[float]:

@@ -366,6 +366,7 @@ def test_walk_table_compares_each_arcs_turn_with_its_straight_walk(tmp_path, cap
     # at 2 s: noise-free the arc had fallen; noisy -32 (two upright) minus -4 (two upright on the straight walk)
     assert cells[5] == "– / -28"
     assert lines[-1] == "The reference's turn at 2 s vs straight: 07_01 right -30°."
+    assert npmp_walk_table.short_name("07_01-0-loop10-right15from3to7") == "07_01 right 3-7 s"
     with pytest.raises(SystemExit):
         npmp_walk_table.main(["--noise-results", str(cue), "--snippets", walk])
     err = capsys.readouterr().err
