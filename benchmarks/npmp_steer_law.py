@@ -43,6 +43,9 @@ COMMAND = re.compile(r"hold|arc(-?\d+(\.\d+)?)|step(-?\d+(\.\d+)?)|to(\d+(\.\d+)
 TARGET = re.compile(r"to(\d+(?:\.\d+)?)at(-?\d+(?:\.\d+)?)")
 TARGET_RADIUS = 1.0   # m: the humanoid go-to-target task's (envs/locomotion.py)
 TARGET_AFTER = 2.0    # s: steering toward a target begins, as a step command does
+# The CMU humanoid's root x axis points to its left: it walks along the root's -y axis (07_01's reference travels at
+# -94 degrees from its root's x axis). Headings here are the walking direction, so targets lie where it walks.
+FACING = -np.pi / 2
 
 
 def commanded_turn(command: str, seconds: float) -> tuple[float, bool]:
@@ -58,7 +61,7 @@ def commanded_turn(command: str, seconds: float) -> tuple[float, bool]:
 
 class HeadingCommand:
     """The heading error (rad, wrapped) of the walker in ``env`` against ``command``'s heading from the walker's own
-    start heading (toward its target, for ``to<D>at<B>``); ``errors``: its absolute value (degrees) at every step
+    start heading (toward its target, for ``to<D>at<B>``; headings are the walking direction, ``FACING``); ``errors``: its absolute value (degrees) at every step
     since the command began; ``reached_at``: the step a target was first within ``TARGET_RADIUS`` (None before);
     ``closest``: the nearest the walker came to its target (m; None without one)."""
 
@@ -71,7 +74,7 @@ class HeadingCommand:
         from envs.mocap.tracking import heading
 
         qpos = self.env.physics.data.qpos
-        yaw, position = heading(qpos[3:7]), np.array(qpos[:2], dtype=float)
+        yaw, position = heading(qpos[3:7]) + FACING, np.array(qpos[:2], dtype=float)
         if self.start is None:
             self.start, target = yaw, TARGET.fullmatch(self.command)
             if target:

@@ -524,6 +524,12 @@ def test_a_student_that_reads_the_path_is_steered_by_the_reference_it_is_shown(t
 
     pathed, _ = load_primitives(tmp_path / "pathed")
     references = reference_playbacks(pathed, walk, "15", mocap)
+    # targets are placed and steered to along the walking direction: the root's heading turned by FACING
+    from benchmarks.npmp_steer_law import FACING
+
+    root = references["straight"].root.cpu().numpy()
+    travel = np.arctan2(*(root[60, 1::-1] - root[0, 1::-1]))
+    assert abs(np.angle(np.exp(1j * (travel - root[0, 2] - FACING)))) < np.radians(15)
     bent = bent_reference_input(pathed, references, 15.0)
     for side, rate in (("straight", 0.0), ("left", 15.0), ("right", -15.0)):
         shown = reference_input(pathed, references[side].states, references[side].root)
