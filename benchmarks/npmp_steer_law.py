@@ -61,14 +61,14 @@ def commanded_turn(command: str, seconds: float) -> tuple[float, bool]:
 
 class HeadingCommand:
     """The heading error (rad, wrapped) of the walker in ``env`` against ``command``'s heading from the walker's own
-    start heading (toward its target, for ``to<D>at<B>``; headings are the walking direction, ``FACING``); ``errors``: its absolute value (degrees) at every step
-    since the command began; ``reached_at``: the step a target was first within ``TARGET_RADIUS`` (None before);
-    ``closest``: the nearest the walker came to its target (m; None without one)."""
+    start heading (toward its target, for ``to<D>at<B>``; headings are the walking direction, ``FACING``);
+    ``errors``: its absolute value (degrees) at every step since the command began; ``reached_at``: the step a
+    target was first within ``TARGET_RADIUS`` (None before); ``closest``: the nearest the walker came to its target (m; inf without one)."""
 
     def __init__(self, env, command: str):
         self.env, self.command = env, command
         self.start, self.errors, self.reached_at, self.target, self.held = None, [], None, None, 0.0
-        self.closest = None
+        self.closest = np.inf
 
     def error(self, t: int) -> float:
         from envs.mocap.tracking import heading
@@ -82,8 +82,9 @@ class HeadingCommand:
                 self.target = position + distance * np.array([np.cos(bearing), np.sin(bearing)])
         if self.target is not None:
             away = self.target - position
-            self.closest = min(float(np.hypot(*away)), self.closest or np.inf)
-            if self.reached_at is None and np.hypot(*away) < TARGET_RADIUS:
+            distance = float(np.hypot(*away))
+            self.closest = min(distance, self.closest)
+            if self.reached_at is None and distance < TARGET_RADIUS:
                 self.reached_at, self.held = t, float(np.arctan2(away[1], away[0]))
             begun = t * CONTROL_STEP_SECONDS >= TARGET_AFTER   # the first strides are the clip's own
             wanted = (self.held if self.reached_at is not None else float(np.arctan2(away[1], away[0])) if begun
@@ -123,7 +124,7 @@ def heading_rows(episodes: list[dict], command: str, acts: list[HeadingCommand])
         episode["median_heading_error_degrees"] = round(float(statistics.median(act.errors)) if act.errors
                                                         else float("nan"), 1)
         episode["reached_at_step"] = act.reached_at
-        episode["closest_to_target_m"] = None if act.closest is None else round(act.closest, 2)
+        episode["closest_to_target_m"] = None if act.target is None else round(act.closest, 2)
 
 
 def main(argv: list[str] | None = None) -> int:
