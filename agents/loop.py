@@ -96,7 +96,8 @@ def make_run_env(env_name: str, action_repeat: int, agent: str, agent_config, de
     whose latent input is the agent's action: ``wrap_env``). Module-level, so worker processes can build it."""
     cls = agents.agent_class(agent)
     controller = cls.acts_through_controller(agent_config)   # then the controller, not the env, repeats
-    env = envs.make(env_name, seed=seed, action_repeat=1 if controller else action_repeat)
+    env = envs.make(env_name, seed=seed, action_repeat=1 if controller else action_repeat,
+                    **cls.env_options(agent_config))
     return cls.wrap_env(env, agent_config, torch.device(device), action_repeat if controller else 1)
 
 
@@ -453,7 +454,8 @@ def build_run(flags: dict, overrides: dict[str, str], resume: Path | None = None
     if any((Path(run.logdir) / name).exists() for name in ("checkpoints", "config.json")):
         raise ConfigError(f"{run.logdir} already holds a run; continue it with --resume {run.logdir} "
                           "or pick another --logdir")
-    envs.make(run.env, seed=0).close()  # fail fast on a bad name or an unbuildable env, before any run directory
+    # fail fast on a bad name or an unbuildable env, before any run directory
+    envs.make(run.env, seed=0, **agents.agent_class(run.agent).env_options(agent_config)).close()
     return run, agent_config, None
 
 

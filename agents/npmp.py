@@ -20,6 +20,12 @@ defaults apply. ``--agent npmp`` is svg0 acting through ``priors.reuse.LatentAct
 - ``primitives`` (default: the primitives shipped in data/primitives/npmp) names the primitives directory; a
   relative path is taken from the current directory and stored resolved in the run's config.json. A missing,
   corrupt or foreign file, or primitives for another body, stop the run with one line (ConfigError).
+- ``steer_walk`` (a departure from §8.4, off by default; docs/npmp.md, "Steering on `humanoid`"): the high-level
+  action is instead one number, the yaw rate (times ``steer_max_rate`` deg/s) at which the walk ``steer_walk`` bends,
+  and the primitives' own encoder reads that bent walk (``priors.reuse.YawRateActionEnv``). It needs primitives that
+  read the reference's path (distilled with ``--path-offsets``), a mocap file ``steer_mocap`` holding the walk (looped
+  to last the episode, ``envs.mocap.convert --loop``) and its arcs ``<walk>-left<R>``/``-right<R>`` at
+  ``steer_arc_rate`` R, and a locomotion task: every episode then starts on the walk's first frame.
 Everything else (replay, Retrace, entropy regularisation, checkpoints) is svg0's; its ``--set`` keys apply.
 """
 from __future__ import annotations
@@ -27,10 +33,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import torch
+
 from agents.config import ConfigError
 from agents.svg0 import SVG0Agent, SVG0Config
 from priors.npmp import DEFAULT_PRIMITIVES, ModuleFileError, load_primitives
-from priors.reuse import LATENT_MODES, LatentActionEnv
+from priors.reuse import LATENT_MODES, LatentActionEnv, YawRateActionEnv
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,10 +46,16 @@ class NPMPAgentConfig(SVG0Config):
     primitives: str = str(DEFAULT_PRIMITIVES)  # a primitives directory (priors/npmp save_primitives)
     latent_mode: str = "direct"  # direct: z_t = latent_scale * action; innovation: the action is the AR(1) prior's
                                  # innovation and the policy observes z_{t-1} (priors/reuse.py)
+    steer_walk: str = ""         # a looped walk in steer_mocap: the action is the yaw rate it bends at (module doc)
+    steer_mocap: str = ""        # the mocap file with steer_walk and its arcs at steer_arc_rate
+    steer_arc_rate: float = 15.0  # deg/s: the arcs' rate, as in their names (<walk>-left15)
+    steer_max_rate: float = 15.0  # deg/s: the rate of the action 1
+    steer_slew: float = 15.0      # deg/s per s: the most the walk's rate changes
 
     def __post_init__(self):
-        if self.primitives:  # resolved once, so that --resume from another directory finds the same file
-            object.__setattr__(self, "primitives", str(Path(self.primitives).expanduser().resolve()))
+        for key in ("primitives", "steer_mocap"):   # resolved once, so that --resume from elsewhere finds the file
+            if getattr(self, key):
+                object.__setattr__(self, key, str(Path(getattr(self, key)).expanduser().resolve()))
 
     def validate(self) -> None:
         super().validate()
@@ -49,6 +63,14 @@ class NPMPAgentConfig(SVG0Config):
             raise ConfigError(f"latent_mode must be one of {', '.join(LATENT_MODES)}, got {self.latent_mode!r}")
         if not self.primitives:
             raise ConfigError("primitives must name an NPMP primitives directory")
+        if self.steer_walk:
+            if not self.steer_mocap or not Path(self.steer_mocap).is_file():
+                raise ConfigError(f"steer_walk needs steer_mocap, the mocap file holding it and its arcs "
+                                  f"(envs.mocap.convert --loop --curve), got {self.steer_mocap or 'none'}")
+            if self.latent_mode != "direct":
+                raise ConfigError("steer_walk makes the action a yaw rate: latent_mode does not apply")
+            if not (self.steer_arc_rate > 0 and self.steer_max_rate > 0 and self.steer_slew > 0):
+                raise ConfigError("steer_arc_rate, steer_max_rate and steer_slew must be > 0")
         if self.latent_controller:
             raise ConfigError("npmp acts through its primitives; latent_controller (svg0's Ch 7 latent prior) "
                               "cannot be combined with it")
@@ -62,13 +84,49 @@ class NPMPAgent(SVG0Agent):
         return True
 
     @staticmethod
+    def env_options(config: NPMPAgentConfig) -> dict:
+        """With ``steer_walk``, every episode starts on the walk's first frame."""
+        return {"start_snippet": config.steer_walk, "ref_path": config.steer_mocap} if config.steer_walk else {}
+
+    @staticmethod
     def wrap_env(env, config: NPMPAgentConfig, device, action_repeat: int = 1):
-        """The environment as the high-level policy sees it: actions are the frozen decoder's latents."""
+        """The environment as the high-level policy sees it: actions are the frozen decoder's latents, or with
+        ``steer_walk`` the yaw rate of the walk its encoder reads."""
         try:
             model, meta = load_primitives(config.primitives, device)
+            if config.steer_walk:
+                return YawRateActionEnv(env, model, walk_references(config.steer_walk, config.steer_arc_rate,
+                                                                   config.steer_mocap, device), meta["obs_groups"],
+                                        config.steer_arc_rate, config.steer_max_rate, config.steer_slew,
+                                        repeat=action_repeat)
             return LatentActionEnv(env, model.decode, model.config.latent_dim, meta["obs_groups"],
                                    config.latent_scale, device, mean_to_action="clip",
                                    action_dim=model.config.action_dim, latent_mode=config.latent_mode,
                                    ar_coef=model.config.ar_coef, repeat=action_repeat)
         except ModuleFileError as e:
             raise ConfigError(f"primitives: {e}") from None
+        except ValueError as e:   # primitives that do not read the path
+            raise ConfigError(f"primitives {config.primitives}: {e}") from None
+
+
+def walk_references(walk: str, arc_rate: float, mocap: str, device="cpu") -> dict:
+    """The walk and its two arcs at ``arc_rate`` deg/s in ``mocap`` as the encoder reads them: ``{"straight",
+    "left", "right"} -> (states, root)`` tensors on ``device`` (``YawRateActionEnv``'s ``references``);
+    ConfigError where the file lacks one."""
+    from envs import EnvError
+    from envs.mocap.tracking import reference_playback, snippet_ids
+
+    snippets = {"straight": walk, "left": f"{walk}-left{arc_rate:g}", "right": f"{walk}-right{arc_rate:g}"}
+    try:
+        missing = sorted(set(snippets.values()) - set(snippet_ids(mocap, augmented=True)))
+    except (EnvError, OSError) as e:
+        raise ConfigError(f"steer_mocap {mocap}: {e}") from None
+    if missing:
+        raise ConfigError(f"steer_mocap {mocap} lacks {', '.join(missing)} (the walk and its arcs at "
+                          f"{arc_rate:g} deg/s: envs.mocap.convert --loop --curve)")
+    references = {}
+    for side, snippet in snippets.items():
+        played = reference_playback(snippet, 0, mocap)
+        references[side] = (torch.as_tensor(played.states, device=device),
+                            torch.as_tensor(played.root, device=device))
+    return references

@@ -98,6 +98,12 @@ class AgentBase:
         return False
 
     @staticmethod
+    def env_options(config) -> dict:
+        """Options the agent needs ``envs.make`` to build its environment with (e.g. a start on the reference walk a
+        frozen controller follows); default none."""
+        return {}
+
+    @staticmethod
     def wrap_env(env, config, device, action_repeat: int = 1):
         """The environment the agent acts in: ``env`` itself, or a wrapper (a frozen low-level controller) that
         holds each of the agent's actions for ``action_repeat`` control steps (only where

@@ -37,8 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.runs import Strip, fail, resumed_results, write_json  # noqa: E402
-
-CONTROL_STEP_SECONDS = 0.03
+from priors.npmp.reference import CONTROL_STEP_SECONDS  # noqa: E402,F401 (the benchmarks' step length)
 
 
 def summarise(rows: dict[str, dict]) -> dict:

@@ -81,6 +81,7 @@ class RateSteeredStudent(HeadingCommand):
 
     def __init__(self, model, references: dict, env, command: str, arc_rate: float, gain: float, slew: float):
         from pipelines.npmp.evaluate import closed_loop_latent, decoder_actor
+        from priors.npmp.reference import bent_reference_input
 
         super().__init__(env, command)
         self.arc_rate, self.gain, self.slew, self.rates = arc_rate, gain, slew * CONTROL_STEP_SECONDS, []
@@ -94,36 +95,6 @@ class RateSteeredStudent(HeadingCommand):
         rate = self.rates[-1] if self.rates else 0.0
         self.rates.append(rate + float(np.clip(wanted - rate, -self.slew, self.slew)))
         return self.act(t, proprio)
-
-
-def bent_reference_input(model, references: dict, arc_rate: float):
-    """``(t, rate deg/s) -> x_t``: what the encoder reads of the straight walk bent at ``rate`` from frame t on
-    (module docstring), from ``references``' walk and arcs (``evaluate.Reference`` as tensors on the model's device)."""
-    import torch
-
-    from priors.npmp.model import reference_path
-
-    straight = references["straight"]
-    K, last, offsets = model.config.lookahead, len(straight.states) - 1, model.config.path_offsets
-    ahead_frames = max(offsets)
-
-    def read(t: int, rate: float) -> torch.Tensor:
-        frames = [min(t + j, last) for j in range(1, K + 1)]
-        arc = references["left" if rate > 0 else "right"]
-        share = abs(rate) / arc_rate
-        ahead = straight.states[frames] + share * (arc.states[frames] - straight.states[frames])
-        index = torch.clamp(torch.arange(t, t + ahead_frames + 1, device=straight.root.device), max=last)
-        root = straight.root[index]
-        # past the clip's end its last frame repeats (as in the look-ahead): the bend stops there too
-        turned = float(np.radians(rate)) * CONTROL_STEP_SECONDS * (index - t).to(root.dtype)
-        steps = root[1:, :2] - root[:-1, :2]
-        cos, sin = torch.cos(turned[:-1]), torch.sin(turned[:-1])
-        steps = torch.stack([cos * steps[:, 0] - sin * steps[:, 1], sin * steps[:, 0] + cos * steps[:, 1]], dim=-1)
-        bent = torch.cat([root[:1, :2], root[:1, :2] + torch.cumsum(steps, dim=0)])
-        local = torch.cat([bent, (root[:, 2] + turned)[:, None]], dim=-1)
-        return torch.cat([ahead.flatten(), reference_path(local, offsets)[0]])
-
-    return read
 
 
 def reference_playbacks(model, walk: str, rate: str, mocap: Path) -> dict:

@@ -54,7 +54,10 @@ Names are ``<walker>-<task>``:
   and runs) with that frame's joint angles and velocities, root height, tilt and velocity (turned with the heading),
   and servos that hold the pose -- what dm_control's ``CMUMocapInitializer`` does with one clip. The thesis does not
   say how its reuse episodes start; the frozen primitives were distilled only from such states, never from the
-  default pose at rest, which none of the clips contains. Targets are
+  default pose at rest, which none of the clips contains. ``start_snippet`` (with ``start="mocap"``; ``ref_path``
+  names another mocap file, such as a looped walk's, ``envs.mocap.convert --loop``) starts every episode on that
+  snippet's first frame instead: a low level that follows one reference walk (``--agent npmp`` with
+  ``steer=yaw_rate``, agents/npmp.py) starts where its reference starts. Targets are
   drawn at least 2 m from the walker (and 2 m from each other) so that no episode starts on its goal and the
   targets stay distinguishable; a respawned moving target is at least 2 m from the walker.
 
@@ -117,10 +120,11 @@ def names() -> list[str]:
 def make(name: str, seed: int | None = None, action_repeat: int = 1, num_targets: int = 2,
          render_size: tuple[int, int] = (240, 320), fall_termination: bool | None = None,
          start: str | None = None, progress_weight: float | None = None, alive_bonus: float | None = None,
-         **unknown) -> "LocomotionEnv":
+         start_snippet: str | None = None, ref_path: str | None = None, **unknown) -> "LocomotionEnv":
     if unknown:
         raise EnvError(f"{name}: unknown option(s) {', '.join(sorted(unknown))} (locomotion tasks take "
-                       "num_targets, fall_termination, start, progress_weight, alive_bonus and render_size)")
+                       "num_targets, fall_termination, start, start_snippet, ref_path, progress_weight, alive_bonus "
+                       "and render_size)")
     if name in ALIASES:
         name, options = ALIASES[name]
         fall_termination = options.get("fall_termination", fall_termination)
@@ -133,6 +137,8 @@ def make(name: str, seed: int | None = None, action_repeat: int = 1, num_targets
     start = start or "stand"
     if start not in STARTS or (start == "mocap" and walker != "cmu_humanoid"):
         raise EnvError(f"start must be one of {', '.join(STARTS)} ('mocap' on cmu_humanoid only), got {start!r}")
+    if (start_snippet is not None or ref_path is not None) and start != "mocap":
+        raise EnvError("start_snippet and ref_path choose the motion-capture start: they need start='mocap'")
     if not isinstance(num_targets, int) or not 1 <= num_targets <= MAX_TARGETS:
         raise EnvError(f"num_targets must be an integer in [1, {MAX_TARGETS}] (targets are kept "
                        f"{MIN_TARGET_DISTANCE} m apart in the {ARENA_SIZE} m arena), got {num_targets!r}")
@@ -146,6 +152,7 @@ def make(name: str, seed: int | None = None, action_repeat: int = 1, num_targets
     tasks = TASKS if task == "multitask" else (task,)
     return LocomotionEnv(walker, tasks, num_targets=num_targets, seed=seed, action_repeat=action_repeat,
                          render_size=render_size, fall_termination=fall_termination, start=start,
+                         start_snippet=start_snippet, ref_path=ref_path,
                          **{k: float(v) for k, v in shaping.items()})
 
 
@@ -517,7 +524,8 @@ def build_walker(walker: str):
 
 
 def build_task(walker_name: str, tasks: tuple[str, ...], num_targets: int = 2, fall_termination: bool | None = None,
-               start: str = "stand", progress_weight: float = 0.0, alive_bonus: float = 0.0):
+               start: str = "stand", progress_weight: float = 0.0, alive_bonus: float = 0.0,
+               start_snippet: str | None = None, ref_path: str | None = None):
     from dm_control.locomotion.arenas import floors
 
     walker = build_walker(walker_name)
@@ -530,7 +538,7 @@ def build_task(walker_name: str, tasks: tuple[str, ...], num_targets: int = 2, f
     if start == "mocap":
         from envs.mocap.tracking import MocapStarts  # here: other tasks build where the mocap data cannot load
 
-        starts = MocapStarts()
+        starts = MocapStarts(**({"ref_path": ref_path} if ref_path is not None else {}), snippet=start_snippet)
     return LocomotionTask(walker, floors.Floor(size=(ARENA_SIZE, ARENA_SIZE)), [objectives[t]() for t in tasks],
                           timestep, head=head, fall_termination=fall_termination, starts=starts)
 
@@ -544,8 +552,9 @@ class LocomotionEnv(DMEnv):
     def __init__(self, walker: str, tasks: tuple[str, ...], num_targets: int = 2, seed: int | None = None,
                  action_repeat: int = 1, render_size: tuple[int, int] = (240, 320),
                  fall_termination: bool | None = None, start: str = "stand", progress_weight: float = 0.0,
-                 alive_bonus: float = 0.0):
-        self.task = build_task(walker, tasks, num_targets, fall_termination, start, progress_weight, alive_bonus)
+                 alive_bonus: float = 0.0, start_snippet: str | None = None, ref_path: str | None = None):
+        self.task = build_task(walker, tasks, num_targets, fall_termination, start, progress_weight, alive_bonus,
+                               start_snippet, ref_path)
         self._multitask = len(tasks) > 1
 
         def load(env_seed: int):

@@ -135,3 +135,115 @@ class LatentActionEnv(gym.Wrapper):
                                        "latent/abs_mean": float(np.abs(latents).mean()),
                                        "latent/std": float(latents.std(axis=0).mean())}
         return self._observe(self._obs), reward, terminated, truncated, info
+
+
+STEER_OBS = "steer"   # the observation group of the yaw rate the reference is bent at (YawRateActionEnv)
+
+
+class YawRateActionEnv(gym.Wrapper):
+    """A policy that steers a walk: its action (one number in [-1, 1]) times ``max_rate`` is the yaw rate (deg/s)
+    at which the walk the primitives follow bends (issue 13; docs/npmp.md, "Steering on `humanoid`"). A departure
+    from seed 000 §8.4, whose high level outputs the latent z: here it chooses the reference, and the frozen
+    primitives' own encoder turns that into z (``priors.npmp.reference.bent_reference_input``), as when they
+    imitate a clip they are shown.
+
+    On every control step the rate the reference bends at moves toward the wanted one by at most ``slew`` deg/s
+    per s (a reference that turns gradually, as the arcs they were trained on do; a jump between arcs brought the
+    students down) and is held at 0 for the first ``hold_seconds`` (the walk's lead-in strides, its own frames);
+    z_t = the encoder's mean given z_{t-1}, the proprio state s_t and the walk's frame t bent at that rate; the
+    environment receives clip(decoder mean, -1, 1). The episode must start on the walk's first frame
+    (``envs.locomotion`` ``start_snippet``), so that frame t is where the walker is. ``references``: the walk and its
+    arcs at ``arc_rate`` deg/s, ``{"straight", "left", "right"} -> (states, root)`` tensors on the model's device
+    (``envs.mocap.tracking.reference_playback``), lasting at least the episode (a looped walk,
+    ``envs.mocap.convert --loop``); past their end the last frame repeats.
+
+    The observation gains the group ``steer``: the current rate over ``max_rate``, the rest of the policy's state.
+    ``repeat = k`` holds each action for k control steps (rewards summed), as ``LatentActionEnv`` does. On an
+    episode's last step ``info["episode_metrics"]`` gains ``steer/mean_abs_rate`` (deg/s)."""
+
+    def __init__(self, env: gym.Env, model, references: dict, obs_groups: dict[str, int], arc_rate: float,
+                 max_rate: float | None = None, slew: float = 15.0, hold_seconds: float = 2.0, repeat: int = 1):
+        from priors.npmp.reference import CONTROL_STEP_SECONDS, bent_reference_input
+
+        super().__init__(env)
+        spaces = env.observation_space.spaces
+        actual = {g: int(np.prod(spaces[g].shape)) for g in obs_groups if g in spaces}
+        if actual != dict(obs_groups):
+            raise ModuleFileError(f"the primitives were trained on observation groups {dict(obs_groups)}, "
+                                  f"this environment has {({g: int(np.prod(s.shape)) for g, s in spaces.items()})}")
+        if env.action_space.shape != (model.config.action_dim,):
+            raise ModuleFileError(f"the primitives output {model.config.action_dim} actions, this environment takes "
+                                  f"{env.action_space.shape}")
+        max_rate = arc_rate if max_rate is None else max_rate
+        if not (arc_rate > 0 and max_rate > 0 and slew > 0 and hold_seconds >= 0):
+            raise ValueError(f"need arc_rate > 0, max_rate > 0, slew > 0 and hold_seconds >= 0, got {arc_rate}, "
+                             f"{max_rate}, {slew}, {hold_seconds}")
+        if not isinstance(repeat, int) or repeat < 1:
+            raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
+        if STEER_OBS in spaces:
+            raise ValueError(f"the environment already has an observation group {STEER_OBS!r}")
+        self.model, self.groups, self.repeat = model, list(obs_groups), repeat
+        self.device = next(model.parameters()).device
+        self.read = bent_reference_input(model, references, arc_rate)
+        self.max_rate, self.slew_per_step = float(max_rate), float(slew) * CONTROL_STEP_SECONDS
+        self.hold_steps = round(hold_seconds / CONTROL_STEP_SECONDS)
+        self.observation_space = gym.spaces.Dict({**spaces, STEER_OBS: gym.spaces.Box(-np.inf, np.inf, (1,),
+                                                                                      np.float32)})
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+        if repeat > 1 and "render_fps" in env.metadata:   # one frame per decision in videos
+            self.metadata = {**env.metadata, "render_fps": max(1, round(env.metadata["render_fps"] / repeat))}
+        self._obs, self._t, self._rate, self._z, self._rates = None, 0, 0.0, None, []
+
+    def _observe(self, obs):
+        return {**obs, STEER_OBS: np.array([self._rate / self.max_rate], np.float32)}
+
+    def reset(self, **kwargs):
+        self._obs, info = self.env.reset(**kwargs)
+        self._t, self._rate, self._rates = 0, 0.0, []
+        self._z = torch.zeros(self.model.config.latent_dim, device=self.device)
+        return self._observe(self._obs), info
+
+    @property
+    def rate(self) -> float:
+        """The yaw rate (deg/s) the reference is bent at now."""
+        return self._rate
+
+    @torch.no_grad()
+    def low_level_action(self, wanted_rate: float) -> np.ndarray:
+        """This step's rate (moved toward ``wanted_rate``, module rules) and the environment action it gives."""
+        wanted = float(np.clip(wanted_rate, -self.max_rate, self.max_rate)) if self._t >= self.hold_steps else 0.0
+        self._rate += float(np.clip(wanted - self._rate, -self.slew_per_step, self.slew_per_step))
+        state = torch.as_tensor(np.concatenate([np.asarray(self._obs[g], np.float32).ravel() for g in self.groups]),
+                                device=self.device)
+        self._z, _ = self.model.encode_step(self._z, torch.cat([state, self.read(self._t, self._rate)]))
+        mean, _ = self.model.decode(state, self._z)
+        return mean.clamp(-1.0, 1.0).cpu().numpy()
+
+    def get_state(self) -> dict | None:
+        """The episode in progress; None where the wrapped environment cannot capture its own."""
+        capture = getattr(self.env.unwrapped, "get_state", None)
+        inner = capture() if capture is not None else None
+        return None if inner is None else {"env": inner, "obs": self._obs, "t": self._t, "rate": self._rate,
+                                           "z": self._z.clone(), "rates": list(self._rates)}
+
+    def set_state(self, state: dict) -> None:
+        """Continue the episode ``get_state`` captured."""
+        self.env.unwrapped.set_state(state["env"])
+        self._obs, self._t, self._rate = state["obs"], state["t"], state["rate"]
+        self._z, self._rates = state["z"].clone(), list(state["rates"])
+
+    def step(self, action):
+        wanted = float(np.asarray(action, np.float32).reshape(-1)[0]) * self.max_rate
+        reward = 0.0
+        for _ in range(self.repeat):
+            self._obs, r, terminated, truncated, info = self.env.step(self.low_level_action(wanted))
+            self._t += 1
+            self._rates.append(self._rate)
+            reward += r
+            if terminated or truncated:
+                break
+        info = {**info, "yaw_rate": self._rate}
+        if terminated or truncated:
+            info["episode_metrics"] = {**info.get("episode_metrics", {}),
+                                       "steer/mean_abs_rate": float(np.mean(np.abs(self._rates)))}
+        return self._observe(self._obs), reward, terminated, truncated, info

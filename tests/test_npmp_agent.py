@@ -250,3 +250,93 @@ def test_npmp_innovation_mode_trains_and_rejects_unknown_modes(primitives, tmp_p
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "latent_mode must be one of" in lines[0], lines
     assert not (tmp_path / "white").exists()
+
+
+@pytest.fixture(scope="module")
+def steer_walk(tmp_path_factory):
+    """A walk looped to 4 s with its arcs at 15 deg/s, and tiny primitives that read the reference's path."""
+    from envs.mocap import convert
+
+    root = tmp_path_factory.mktemp("steer")
+    mocap = root / "walk.h5"
+    assert convert.main(["--clips", "07_01", "--loop", "4", "--curve", "15", "--output", str(mocap)]) == 0
+    torch.manual_seed(2)
+    model = NPMP(NPMPConfig(224, HUMANOID_ACTIONS, latent_dim=4, encoder_hidden=(16,), decoder_hidden=(16,),
+                            lookahead=2, lookahead_source="reference", path_offsets=(15, 30)))
+    return save_primitives(model, root / "pathed", {"proprio": 224}, clips=["tiny"]), mocap, "07_01-0-loop4"
+
+
+def test_a_yaw_rate_steers_the_walk_the_primitives_read(steer_walk):
+    """steer_walk: the episode starts on the walk's first frame, the action is a yaw rate held at 0 through the
+    lead-in and slewed after it, and the env receives the decoder's clipped mean with the latent the encoder gives
+    for the walk bent at that rate."""
+    from agents.npmp import walk_references
+    from envs.mocap.tracking import MocapStarts
+    from priors.npmp.reference import bent_reference_input
+
+    primitives, mocap, walk = steer_walk
+    config = apply_overrides(NPMPAgentConfig(), {"primitives": str(primitives), "steer_walk": walk,
+                                                 "steer_mocap": str(mocap)})
+    recorder = RecordActions(envs.make("humanoid", seed=0, **NPMPAgent.env_options(config)))
+    env = NPMPAgent.wrap_env(recorder, config, "cpu")
+    assert env.action_space.shape == (1,) and set(env.observation_space.spaces) == {"proprio", "task", "steer"}
+    obs, _ = env.reset(seed=1)
+    first = MocapStarts(mocap, snippet=walk).frames["joints"][0]
+    np.testing.assert_allclose(recorder.env.physics.bind(recorder.env.task.walker.mocap_joints).qpos, first,
+                               atol=1e-6)
+    model, _ = load_primitives(primitives)
+    read = bent_reference_input(model, walk_references(walk, 15.0, str(mocap)), 15.0)
+    z = torch.zeros(4)
+    rates = []
+    for t in range(80):
+        state = torch.as_tensor(obs["proprio"])
+        obs, _, terminated, _, info = env.step(np.array([1.0], np.float32))
+        rates.append(info["yaw_rate"])
+        with torch.no_grad():
+            z, _ = model.encode_step(z, torch.cat([state, read(t, rates[-1])]))
+            mean = model.decode(state, z)[0].numpy()
+        np.testing.assert_allclose(recorder.received, np.clip(mean, -1.0, 1.0), atol=1e-5)
+        assert obs["steer"][0] == pytest.approx(rates[-1] / 15.0)
+        if terminated:
+            break
+    hold = round(2.0 / 0.03)
+    assert rates[:hold] == [0.0] * min(hold, len(rates))   # the walk's lead-in is its own
+    if len(rates) > hold + 1:   # then the rate climbs by the slew, 15 deg/s per s
+        assert rates[hold] == pytest.approx(15.0 * 0.03) and rates[hold + 1] == pytest.approx(2 * 15.0 * 0.03)
+
+
+def test_steered_walk_errors_are_one_line(steer_walk, tmp_path, capsys):
+    primitives, mocap, walk = steer_walk
+    with pytest.raises(ConfigError, match="steer_mocap"):
+        apply_overrides(NPMPAgentConfig(), {"steer_walk": walk})
+    with pytest.raises(ConfigError, match="latent_mode"):
+        apply_overrides(NPMPAgentConfig(), {"steer_walk": walk, "steer_mocap": str(mocap),
+                                            "latent_mode": "innovation"})
+
+    def run(**settings):
+        sets = [x for k, v in {"primitives": primitives, "steer_walk": walk, "steer_mocap": mocap, **settings}.items()
+                for x in ("--set", f"{k}={v}")]
+        return ["--env", "humanoid", "--agent", "npmp", "--steps", "10", "--logdir", str(tmp_path / "runs" / "x"),
+                *sets]
+
+    for settings, fragment in (({"primitives": tiny_primitives(tmp_path / "blind")}, "do not read the path"),
+                               ({"steer_walk": "07_01-0-loop9"}, "07_01-0-loop9"),
+                               ({"steer_arc_rate": 30}, "07_01-0-loop4-left30")):
+        assert train.main(run(**settings)) == 2
+        lines = [line for line in capsys.readouterr().err.strip().splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], lines
+    assert not (tmp_path / "runs").exists()
+    with pytest.raises(envs.EnvError, match="start='mocap'"):
+        envs.make("cmu_humanoid-moving-target", start_snippet=walk, ref_path=str(mocap))
+
+
+def test_train_steers_humanoid_by_yaw_rate(steer_walk, tmp_path, capsys):
+    primitives, mocap, walk = steer_walk
+    run_dir = tmp_path / "run"
+    code = train.main(["--env", "humanoid", "--agent", "npmp", "--steps", "120", "--logdir", str(run_dir),
+                       "--set", f"primitives={primitives}", "--set", f"steer_walk={walk}", "--set",
+                       f"steer_mocap={mocap}", "--eval-every", "1000", *SMALL])
+    assert code == 0, capsys.readouterr().err
+    logged = scalars(run_dir)
+    assert len(logged["steer/mean_abs_rate"]) == len(logged["train/episode_return"]) >= 1
+    assert "loss/critic" in logged

@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 import h5py
 import numpy as np
@@ -220,11 +221,19 @@ class MocapStarts:
 
     FIELDS = ("position", "quaternion", "joints", "velocity", "angular_velocity", "joints_velocity")
 
-    def __init__(self, ref_path: str | Path = DEFAULT_OUTPUT):
+    def __init__(self, ref_path: str | Path = DEFAULT_OUTPUT, snippet: str | None = None):
+        """``snippet``: start every episode on that snippet's first frame (any snippet of the file, made-up
+        variants included: a controller that follows one reference from its start needs its start)."""
         try:
-            ids = snippet_ids(ref_path)   # the clips as captured and their mirrors (no made-up variants)
+            ids = snippet_ids(ref_path, augmented=snippet is not None)   # default: the clips as captured, mirrors
+            if snippet is not None:
+                if snippet not in ids:
+                    raise EnvError(f"no snippet {snippet!r} in it")
+                ids = [snippet]
             with h5py.File(ref_path, "r") as f:
                 frames = {k: np.concatenate([f[i]["walkers/walker_0"][k][()].T for i in ids]) for k in self.FIELDS}
+            if snippet is not None:
+                frames = {k: v[:1] for k, v in frames.items()}
         except (OSError, KeyError, EnvError) as e:
             raise EnvError(f"cannot read start states from {ref_path}: {e}") from None
         self.frames, self.count = frames, len(frames["joints"])
@@ -360,3 +369,38 @@ class TrackingEnv(DMEnv):
 
     def _info(self) -> dict:
         return {"clip": self.clip, "time_step": self.time_step}
+
+
+class Reference(NamedTuple):
+    """A clip as the closed-loop encoder reads it (``reference_playback``): the walker put on each frame
+    (``states [T+1, S]``, proprio) and the reference root's floor pose on each (``root [T+1, 3]``: x, y in m and
+    the heading in rad, ``tracking.heading``), from which primitives with ``path_offsets`` read the path ahead."""
+    states: np.ndarray
+    root: np.ndarray
+
+
+def reference_playback(snippet: str, seed: int = 0, ref_path=None) -> Reference:
+    """The snippet itself as the encoder reads it: the proprioceptive states [T+1, S] of the walker put on the
+    reference at every frame (``ReferencePlayback``) with its servos commanded to the reference (so the actuator
+    activations it reports are those of a perfect tracker), and the reference root's floor pose on each frame.
+    What the encoder reads when the primitives imitate a clip they are shown."""
+    kwargs = {"ref_path": ref_path} if ref_path is not None else {}
+    env = TrackingEnv([snippet], playback=True, reference="time", clip_start=True, seed=seed, **kwargs)
+    try:
+        obs, _ = env.reset(seed=seed)
+        clip = env.clip_reference()
+        states, root = [], []
+
+        def record(obs):
+            t = env.time_step
+            states.append(obs["proprio"])
+            root.append([*clip["position"][t][:2], heading(clip["quaternion"][t])])
+
+        record(obs)
+        while True:
+            obs, _, terminated, truncated, _ = env.step(env.reference_action())
+            record(obs)
+            if terminated or truncated:
+                return Reference(np.asarray(states, np.float32), np.asarray(root, np.float32))
+    finally:
+        env.close()

@@ -15,21 +15,13 @@ performance: if it helps there, the encoder (not the decoder) limited the imitat
 from __future__ import annotations
 
 import statistics
-from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from envs.mocap import tracking
-from priors.npmp.model import reference_path
-
-
-class Reference(NamedTuple):
-    """A clip as the closed-loop encoder reads it (``reference_playback``): the walker put on each frame
-    (``states [T+1, S]``, proprio) and the reference root's floor pose on each (``root [T+1, 3]``: x, y in m and
-    the heading in rad, ``tracking.heading``), from which primitives with ``path_offsets`` read the path ahead."""
-    states: np.ndarray
-    root: np.ndarray
+from envs.mocap.tracking import Reference, reference_playback  # noqa: F401 (used here and by the pipeline's callers)
+from priors.npmp.reference import closed_loop_latent, reference_input
 
 
 @torch.no_grad()
@@ -68,39 +60,6 @@ def reference_encoder(model, reference: torch.Tensor, root: torch.Tensor | None 
     "reference"): z_t = q's mean given z_{t-1}, the current state s_t and the reference's part of the encoder's input
     at t (``reference_input``). A function ``(t, state) -> z`` for ``run_latents``."""
     return closed_loop_latent(model, reference_input(model, reference, root))
-
-
-def reference_input(model, reference: torch.Tensor, root: torch.Tensor | None = None):
-    """``t -> x_t``: what the encoder reads of the reference at step t: the reference states r_{t+1..t+K} (the last
-    frame repeated past the clip's end), and with ``path_offsets`` the path p_t read from the reference root's poses
-    ``root [T+1, 3]`` (``Reference``)."""
-    K, last = model.config.lookahead, len(reference) - 1
-    if model.config.path_offsets and (root is None or len(root) != len(reference)):
-        raise ValueError(f"primitives with path_offsets {model.config.path_offsets} need the reference root's "
-                         f"{len(reference)} poses, got {None if root is None else len(root)}")
-    path = (reference_path(root.to(reference), model.config.path_offsets) if model.config.path_offsets
-            else reference.new_zeros(len(reference), 0))
-
-    def read(t: int) -> torch.Tensor:
-        ahead = reference[[min(t + j, last) for j in range(1, K + 1)]]
-        return torch.cat([ahead.flatten(), path[min(t, last)]])
-
-    return read
-
-
-def closed_loop_latent(model, read):
-    """``(t, state) -> z_t``, the encoder's mean given z_{t-1}, the state and ``read(t)`` (``reference_input``;
-    a steering controller may switch between references' inputs from step to step: the latent carries over)."""
-    previous = [None]
-
-    def latent(t: int, state: torch.Tensor) -> torch.Tensor:
-        if previous[0] is None:
-            previous[0] = state.new_zeros(model.config.latent_dim)
-        z, _ = model.encode_step(previous[0], torch.cat([state, read(t)]))
-        previous[0] = z
-        return z
-
-    return latent
 
 
 def primitives_actor(model, snippet: str, seed: int = 0, ref_path=None, reference: Reference | None = None):
@@ -189,33 +148,6 @@ def evaluate_clip(model, expert_trajectory: dict, snippet: str, latent_iteration
             "latent_opt_return": optimised_return, "latent_opt_steps": optimised_steps,
             "latent_opt_relative": relative(optimised_return),
             "latent_opt_action_mse": [mse_before / actions.shape[1], mse_after / actions.shape[1]]}
-
-
-def reference_playback(snippet: str, seed: int = 0, ref_path=None) -> Reference:
-    """The snippet itself as the encoder reads it: the proprioceptive states [T+1, S] of the walker put on the
-    reference at every frame (``ReferencePlayback``) with its servos commanded to the reference (so the actuator
-    activations it reports are those of a perfect tracker), and the reference root's floor pose on each frame.
-    What the encoder reads when the primitives imitate a clip they are shown."""
-    kwargs = {"ref_path": ref_path} if ref_path is not None else {}
-    env = tracking.TrackingEnv([snippet], playback=True, reference="time", clip_start=True, seed=seed, **kwargs)
-    try:
-        obs, _ = env.reset(seed=seed)
-        clip = env.clip_reference()
-        states, root = [], []
-
-        def record(obs):
-            t = env.time_step
-            states.append(obs["proprio"])
-            root.append([*clip["position"][t][:2], tracking.heading(clip["quaternion"][t])])
-
-        record(obs)
-        while True:
-            obs, _, terminated, truncated, _ = env.step(env.reference_action())
-            record(obs)
-            if terminated or truncated:
-                return Reference(np.asarray(states, np.float32), np.asarray(root, np.float32))
-    finally:
-        env.close()
 
 
 def reference_states(snippet: str, seed: int = 0, ref_path=None) -> np.ndarray:

@@ -1,0 +1,155 @@
+"""Targets reached on `humanoid` by primitives steered through a yaw rate (issue 13; docs/npmp.md, "Steering on
+`humanoid`").
+
+The headline task (``humanoid``: one target at a time, anywhere in the 8 m square at least 2 m from the walker,
+reached when the walker stays within 1 m of it for 10 steps, after which it moves; 25 s; a fall ends the episode)
+with every episode started on the first frame of a looped walk (``start_snippet``) and the walker driven by
+``priors.reuse.YawRateActionEnv``: the primitives follow that walk bent at a yaw rate the controller chooses. Two
+scripted controllers, no learning, to show what the primitives allow before any high level is trained:
+- ``straight``: rate 0 (the walk as it is: targets reached by walking into them, the chance level);
+- ``target``: the rate toward the target, ``--gain`` deg/s per degree of its bearing from the walking direction
+  (read from the task's egocentric target position, as a learned policy would see it), at most the arcs' rate.
+Reported per primitives, controller and episode (seeds 0..N-1, the same targets and start for every controller):
+targets reached, steps (of 834), whether it fell, the step the first target was reached, the mean |rate|, and how
+far the walker turned (degrees, counter-clockwise positive) against the turn its reference was bent by.
+
+    python benchmarks/npmp_steer_humanoid.py --mocap runs/npmp/steer/walk26.h5 --walk 07_01-0-loop26 \\
+        --primitives runs/npmp/walk4/wb_d7_s1 --controllers straight target --episodes 10
+
+Results are kept per primitives, controller and episode: a rerun measures only what the file lacks. ``--frames DIR``
+draws the chosen episodes again (the same: seeded, deterministic physics) as PNG strips of the walker's back camera,
+a frame every second: ``<primitives>__<controller>__<episode>.png``.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.runs import Strip, fail, resumed_results, write_json  # noqa: E402
+from priors.npmp.reference import CONTROL_STEP_SECONDS  # noqa: E402
+
+CONTROLLERS = ("straight", "target")
+
+
+def target_bearing(task_features: np.ndarray) -> float:
+    """Degrees from the walking direction to the target, counter-clockwise positive, from the task's egocentric
+    target position (the CMU humanoid walks along its root's -y axis: benchmarks/npmp_steer_law.py ``FACING``)."""
+    x, y = float(task_features[0]), float(task_features[1])
+    return float(np.degrees(np.arctan2(x, -y)))
+
+
+def episode(env, controller: str, gain: float, seed: int, observe=None) -> dict:
+    """One episode of the steered walk under ``controller`` (module docstring)."""
+    from envs.mocap.tracking import heading
+
+    def yaw() -> float:
+        return heading(env.unwrapped.physics.data.qpos[3:7])
+
+    obs, _ = env.reset(seed=seed)
+    steps, first, info, commanded, turned, last_yaw = 0, None, {}, 0.0, 0.0, yaw()
+    if observe is not None:
+        observe(env, steps)
+    while True:
+        wanted = gain * target_bearing(obs["task"]) if controller == "target" else 0.0
+        obs, _, terminated, truncated, info = env.step(np.array([np.clip(wanted / env.max_rate, -1, 1)], np.float32))
+        steps += 1
+        commanded += info["yaw_rate"] * CONTROL_STEP_SECONDS
+        turned += float(np.angle(np.exp(1j * (yaw() - last_yaw))))
+        last_yaw = yaw()
+        if observe is not None:
+            observe(env, steps)
+        reached = env.unwrapped.task.objective.targets_reached
+        first = steps if first is None and reached else first
+        if terminated or truncated:
+            break
+    metrics = info["episode_metrics"]
+    return {"targets_reached": int(metrics["task/targets_reached"]), "steps": steps, "fell": bool(info["fell"]),
+            "first_target_step": first, "mean_abs_rate": round(metrics["steer/mean_abs_rate"], 2),
+            "turn_degrees": round(float(np.degrees(turned)), 1), "commanded_turn_degrees": round(commanded, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mocap", type=Path, required=True, help="the mocap file with the looped walk and its two arcs")
+    p.add_argument("--walk", required=True, help="a looped walk lasting the episode (25 s), with its arcs in --mocap")
+    p.add_argument("--rate", default="15", help="the arcs' bend in deg/s, as in their names (<walk>-left<rate>)")
+    p.add_argument("--primitives", type=Path, nargs="+", required=True,
+                   help="primitives that read the reference's path (distill --path-offsets)")
+    p.add_argument("--controllers", nargs="+", choices=CONTROLLERS, default=list(CONTROLLERS))
+    p.add_argument("--gain", type=float, default=1.0, help="target: deg/s of yaw rate per degree of bearing")
+    p.add_argument("--max-rate", type=float, help="the largest rate asked for, deg/s (default: the arcs' rate)")
+    p.add_argument("--slew", type=float, default=15.0, help="the most the rate changes, deg/s per s")
+    p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_steer_humanoid.json")
+    p.add_argument("--frames", type=Path, help="a folder for one PNG strip per episode; measures them again")
+    args = p.parse_args(argv)
+
+    import torch
+
+    import envs
+    from envs import EnvError
+    from agents.config import ConfigError
+    from agents.npmp import walk_references
+    from priors.npmp import ModuleFileError, load_primitives
+    from priors.reuse import YawRateActionEnv
+
+    torch.set_num_threads(1)
+    try:
+        arc_rate = float(args.rate)
+    except ValueError:
+        arc_rate = float("nan")
+    max_rate = arc_rate if args.max_rate is None else args.max_rate
+    if not arc_rate > 0 or not args.gain > 0 or not args.slew > 0 or not max_rate > 0 or args.episodes < 1:
+        fail(f"need --rate > 0 (the arcs' yaw rate, as in their names; got {args.rate}), --gain > 0, --slew > 0, "
+             "--max-rate > 0 and --episodes >= 1")
+    if not args.mocap.is_file():
+        fail(f"no such file: {args.mocap}")
+    results = resumed_results(args.results, Path(__file__).name, argv, mocap=str(args.mocap), walk=args.walk)
+    for path in args.primitives:
+        try:
+            model, meta = load_primitives(path)
+        except (ModuleFileError, ValueError, OSError) as e:
+            fail(f"primitives {path}: {str(e).splitlines()[0]}")
+        if not model.config.path_offsets or model.config.lookahead_source != "reference":
+            fail(f"{path} does not read the reference's path (distill --lookahead reference --path-offsets ...)")
+        rows = results.setdefault("primitives", {}).setdefault(str(path), {})
+        keys = {c: (f"target, gain {args.gain:g}, max rate {max_rate:g}" if c == "target" else c)
+                + f", rate {args.rate}, slew {args.slew:g}" for c in args.controllers}
+        todo = [(c, e) for c in args.controllers for e in range(args.episodes)
+                if args.frames or str(e) not in rows.get(keys[c], {})]
+        if not todo:
+            continue
+        try:
+            references = walk_references(args.walk, arc_rate, str(args.mocap))
+            env = YawRateActionEnv(envs.make("humanoid", seed=0, start_snippet=args.walk, ref_path=str(args.mocap)),
+                                   model, references, meta["obs_groups"], arc_rate, max_rate, args.slew)
+        except (ConfigError, EnvError, ModuleFileError, ValueError, KeyError, OSError) as e:
+            fail(f"{args.walk}: {str(e).splitlines()[0]}")
+        try:
+            for controller, seed in todo:
+                strip = Strip() if args.frames else None
+                row = episode(env, controller, args.gain, seed, observe=strip)
+                if strip is not None:
+                    strip.write(args.frames / f"{str(path).replace('/', '_')}__{controller}__{seed}.png")
+                rows.setdefault(keys[controller], {})[str(seed)] = row
+                write_json(args.results, results)   # after every episode
+                print(f"{path}: {controller}, episode {seed}: {row}", flush=True)
+        finally:
+            env.close()
+        for key in keys.values():
+            episodes = list(rows.get(key, {}).values())
+            print(f"{path}: {key}: {sum(e['targets_reached'] for e in episodes)} targets in {len(episodes)} "
+                  f"episodes, median {statistics.median(e['steps'] for e in episodes)} steps, "
+                  f"{sum(e['fell'] for e in episodes)} falls", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
