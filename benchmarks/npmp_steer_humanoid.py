@@ -8,10 +8,15 @@ with every episode started on the first frame of a looped walk (``start_snippet`
 scripted controllers, no learning, to show what the primitives allow before any high level is trained:
 - ``straight``: rate 0 (the walk as it is: targets reached by walking into them, the chance level);
 - ``target``: the rate toward the target, ``--gain`` deg/s per degree of its bearing from the walking direction
-  (read from the task's egocentric target position, as a learned policy would see it), at most the arcs' rate.
+  (read from the task's egocentric target position, as a learned policy would see it), at most ``--max-rate``;
+- ``planned``: predictive sampling over the rate with the simulator itself (as benchmarks/npmp_prior_samples.py
+  plans over latents): every ``--replan`` s each of ``--candidates`` wanted rates is held for ``--horizon`` s from
+  the captured episode, and the one that does not fall, earns the most reward (steps on a target) and ends nearest
+  the target is followed. What the primitives allow through this interface, not a policy anyone learned.
 Reported per primitives, controller and episode (seeds 0..N-1, the same targets and start for every controller):
 targets reached, steps (of 834), whether it fell, the step the first target was reached, the mean |rate|, and how
-far the walker turned (degrees, counter-clockwise positive) against the turn its reference was bent by.
+far the walker turned (degrees, counter-clockwise positive) against the turn its reference was bent by, and the
+first target's distance (m) and bearing (degrees) at the start.
 
     python benchmarks/npmp_steer_humanoid.py --mocap runs/npmp/steer/walk26.h5 --walk 07_01-0-loop26 \\
         --primitives runs/npmp/walk4/wb_d7_s1 --controllers straight target --episodes 10
@@ -35,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.runs import Strip, fail, resumed_results, write_json  # noqa: E402
 from priors.npmp.reference import CONTROL_STEP_SECONDS  # noqa: E402
 
-CONTROLLERS = ("straight", "target")
+CONTROLLERS = ("straight", "target", "planned")
 
 
 def target_bearing(task_features: np.ndarray) -> float:
@@ -45,8 +50,39 @@ def target_bearing(task_features: np.ndarray) -> float:
     return float(np.degrees(np.arctan2(x, -y)))
 
 
-def episode(env, controller: str, gain: float, seed: int, observe=None) -> dict:
-    """One episode of the steered walk under ``controller`` (module docstring)."""
+class RatePlanner:
+    """``planned`` (module docstring): ``wanted(step)`` in deg/s, replanned from the env's captured episode."""
+
+    def __init__(self, env, candidates: list[float], horizon_steps: int, replan_steps: int):
+        self.env, self.candidates, self.horizon, self.replan = env, candidates, horizon_steps, replan_steps
+        self.rate = 0.0
+
+    def _score(self, rate: float) -> tuple:
+        reward, fell = 0.0, False
+        for _ in range(self.horizon):
+            _, r, terminated, truncated, info = self.env.step(np.array([rate / self.env.max_rate], np.float32))
+            reward += float(r)
+            if terminated or truncated:
+                fell = bool(info.get("fell", False))
+                break
+        task = self.env.unwrapped.task
+        return not fell, reward, -task.objective.planar_distance(task, self.env.unwrapped.physics)
+
+    def wanted(self, step: int) -> float:
+        if step % self.replan == 0:
+            captured = self.env.get_state()
+            scores = []
+            for rate in self.candidates:
+                self.env.set_state(captured)
+                scores.append(self._score(rate))
+            self.env.set_state(captured)
+            self.rate = self.candidates[max(range(len(scores)), key=scores.__getitem__)]
+        return self.rate
+
+
+def episode(env, controller: str, gain: float, seed: int, observe=None, planner: dict | None = None) -> dict:
+    """One episode of the steered walk under ``controller`` (module docstring); ``planner``: RatePlanner's
+    arguments for ``planned``."""
     from envs.mocap.tracking import heading
 
     def yaw() -> float:
@@ -54,10 +90,13 @@ def episode(env, controller: str, gain: float, seed: int, observe=None) -> dict:
 
     obs, _ = env.reset(seed=seed)
     steps, first, info, commanded, turned, last_yaw = 0, None, {}, 0.0, 0.0, yaw()
+    plan = RatePlanner(env, **planner) if controller == "planned" else None
+    start = (round(float(np.hypot(*obs["task"][:2])), 2), round(target_bearing(obs["task"]), 1))
     if observe is not None:
         observe(env, steps)
     while True:
-        wanted = gain * target_bearing(obs["task"]) if controller == "target" else 0.0
+        wanted = (gain * target_bearing(obs["task"]) if controller == "target" else
+                  plan.wanted(steps) if controller == "planned" else 0.0)
         obs, _, terminated, truncated, info = env.step(np.array([np.clip(wanted / env.max_rate, -1, 1)], np.float32))
         steps += 1
         commanded += info["yaw_rate"] * CONTROL_STEP_SECONDS
@@ -72,7 +111,8 @@ def episode(env, controller: str, gain: float, seed: int, observe=None) -> dict:
     metrics = info["episode_metrics"]
     return {"targets_reached": int(metrics["task/targets_reached"]), "steps": steps, "fell": bool(info["fell"]),
             "first_target_step": first, "mean_abs_rate": round(metrics["steer/mean_abs_rate"], 2),
-            "turn_degrees": round(float(np.degrees(turned)), 1), "commanded_turn_degrees": round(commanded, 1)}
+            "turn_degrees": round(float(np.degrees(turned)), 1), "commanded_turn_degrees": round(commanded, 1),
+            "first_target_m_and_bearing": start}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gain", type=float, default=1.0, help="target: deg/s of yaw rate per degree of bearing")
     p.add_argument("--max-rate", type=float, help="the largest rate asked for, deg/s (default: the arcs' rate)")
     p.add_argument("--slew", type=float, default=15.0, help="the most the rate changes, deg/s per s")
+    p.add_argument("--candidates", type=float, nargs="+", default=[-15.0, -7.5, 0.0, 7.5, 15.0],
+                   help="planned: the wanted rates tried (deg/s)")
+    p.add_argument("--horizon", type=float, default=6.0, help="planned: seconds each candidate is held")
+    p.add_argument("--replan", type=float, default=1.0, help="planned: seconds between plans")
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_steer_humanoid.json")
     p.add_argument("--frames", type=Path, help="a folder for one PNG strip per episode; measures them again")
@@ -106,9 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         arc_rate = float("nan")
     max_rate = arc_rate if args.max_rate is None else args.max_rate
-    if not arc_rate > 0 or not args.gain > 0 or not args.slew > 0 or not max_rate > 0 or args.episodes < 1:
+    if (not arc_rate > 0 or not args.gain > 0 or not args.slew > 0 or not max_rate > 0 or args.episodes < 1
+            or not args.horizon >= CONTROL_STEP_SECONDS or not args.replan >= CONTROL_STEP_SECONDS
+            or ("planned" in args.controllers and max(abs(c) for c in args.candidates) > max_rate)):
         fail(f"need --rate > 0 (the arcs' yaw rate, as in their names; got {args.rate}), --gain > 0, --slew > 0, "
-             "--max-rate > 0 and --episodes >= 1")
+             "--max-rate > 0, --episodes >= 1, --horizon and --replan of a control step (0.03 s) or more, and "
+             "--candidates within --max-rate")
     if not args.mocap.is_file():
         fail(f"no such file: {args.mocap}")
     results = resumed_results(args.results, Path(__file__).name, argv, mocap=str(args.mocap), walk=args.walk)
@@ -120,8 +167,12 @@ def main(argv: list[str] | None = None) -> int:
         if not model.config.path_offsets or model.config.lookahead_source != "reference":
             fail(f"{path} does not read the reference's path (distill --lookahead reference --path-offsets ...)")
         rows = results.setdefault("primitives", {}).setdefault(str(path), {})
-        keys = {c: (f"target, gain {args.gain:g}, max rate {max_rate:g}" if c == "target" else c)
-                + f", rate {args.rate}, slew {args.slew:g}" for c in args.controllers}
+        planner = {"candidates": args.candidates, "horizon_steps": round(args.horizon / CONTROL_STEP_SECONDS),
+                   "replan_steps": round(args.replan / CONTROL_STEP_SECONDS)}
+        named = {"target": f"target, gain {args.gain:g}, max rate {max_rate:g}",
+                 "planned": f"planned, candidates {' '.join(f'{c:g}' for c in args.candidates)}, horizon "
+                            f"{args.horizon:g}, replan {args.replan:g}"}
+        keys = {c: named.get(c, c) + f", rate {args.rate}, slew {args.slew:g}" for c in args.controllers}
         todo = [(c, e) for c in args.controllers for e in range(args.episodes)
                 if args.frames or str(e) not in rows.get(keys[c], {})]
         if not todo:
@@ -135,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for controller, seed in todo:
                 strip = Strip() if args.frames else None
-                row = episode(env, controller, args.gain, seed, observe=strip)
+                row = episode(env, controller, args.gain, seed, observe=strip, planner=planner)
                 if strip is not None:
                     strip.write(args.frames / f"{str(path).replace('/', '_')}__{controller}__{seed}.png")
                 rows.setdefault(keys[controller], {})[str(seed)] = row

@@ -340,3 +340,29 @@ def test_train_steers_humanoid_by_yaw_rate(steer_walk, tmp_path, capsys):
     logged = scalars(run_dir)
     assert len(logged["steer/mean_abs_rate"]) == len(logged["train/episode_return"]) >= 1
     assert "loss/critic" in logged
+
+
+def test_steer_humanoid_benchmark_measures_targets_and_resumes(steer_walk, tmp_path, capsys):
+    """benchmarks/npmp_steer_humanoid.py: every controller's episodes are kept per primitives and controller, the
+    same episode gives the same row, and a rerun measures nothing new."""
+    from benchmarks.npmp_steer_humanoid import main, target_bearing
+
+    assert target_bearing(np.array([0.0, -2.0, 0.0])) == 0.0   # straight ahead: along the root's -y
+    assert target_bearing(np.array([2.0, 0.0, 0.0])) == pytest.approx(90.0)   # the root's +x is its left
+    primitives, mocap, walk = steer_walk
+    results = tmp_path / "steer.json"
+    common = ["--mocap", str(mocap), "--walk", walk, "--primitives", str(primitives), "--episodes", "1",
+              "--results", str(results), "--horizon", "0.3", "--replan", "0.3"]
+    assert main(common) == 0
+    rows = json.loads(results.read_text())["primitives"][str(primitives)]
+    assert len(rows) == 3 and all(set(r) == {"0"} for r in rows.values())
+    for row in (r["0"] for r in rows.values()):
+        assert 1 <= row["steps"] <= 834 and row["targets_reached"] >= 0 and row["first_target_m_and_bearing"][0] >= 2
+    straight = rows["straight, rate 15, slew 15"]["0"]
+    assert straight["mean_abs_rate"] == 0 and straight["commanded_turn_degrees"] == 0
+    capsys.readouterr()
+    assert main(common) == 0 and "episode 0:" not in capsys.readouterr().out   # kept, not measured again
+    with pytest.raises(SystemExit) as exited:
+        main([*common, "--controllers", "planned", "--candidates", "20"])
+    assert exited.value.code == 2
+    assert "--candidates within --max-rate" in capsys.readouterr().err
