@@ -21,6 +21,11 @@ first target's distance (m) and bearing (degrees) at the start.
     python benchmarks/npmp_steer_humanoid.py --mocap runs/npmp/steer/walk26.h5 --walk 07_01-0-loop26 \\
         --primitives runs/npmp/walk4/wb_d7_s1 --controllers straight target --episodes 10
 
+``--reach RESETS`` also tells how much turning the task asks for: over that many resets, the first target's
+distance and bearing, and for a walker walking forward at ``--speed`` m/s (07_01's looped walk: about 34 m in 23.8 s)
+and turning at most at a rate, the share of first targets that one arc from the start can reach (the target outside
+the turning circle, within the task's 1 m: d + 1 >= 2 r |sin(bearing)|, r = speed / rate). No primitives are run.
+
 Results are kept per primitives, controller and episode: a rerun measures only what the file lacks. ``--frames DIR``
 draws the chosen episodes again (the same: seeded, deterministic physics) as PNG strips of the walker's back camera,
 a frame every second: ``<primitives>__<controller>__<episode>.png``.
@@ -115,12 +120,35 @@ def episode(env, controller: str, gain: float, seed: int, observe=None, planner:
             "first_target_m_and_bearing": start}
 
 
+REACH_RATES = (7.5, 15.0, 30.0, 45.0, 90.0)   # deg/s
+
+
+def reach(env, resets: int, speed: float) -> dict:
+    """The first targets of ``resets`` episodes, and the share one arc reaches at each of ``REACH_RATES`` (module
+    docstring)."""
+    distance, bearing = [], []
+    for seed in range(resets):
+        obs, _ = env.reset(seed=seed)
+        distance.append(float(np.hypot(*obs["task"][:2])))
+        bearing.append(np.radians(target_bearing(obs["task"])))
+    distance, bearing = np.array(distance), np.array(bearing)
+    shares = {}
+    for rate in REACH_RATES:
+        radius = speed / np.radians(rate)
+        shares[f"{rate:g}"] = {"radius_m": round(float(radius), 2), "share_reachable": round(float(np.mean(
+            distance + 1.0 >= 2 * radius * np.abs(np.sin(bearing)))), 3)}
+    return {"resets": resets, "speed_m_per_s": speed,
+            "first_target_m_quartiles": [round(float(q), 2) for q in np.percentile(distance, [25, 50, 75])],
+            "median_abs_bearing_degrees": round(float(np.degrees(np.median(np.abs(bearing)))), 1),
+            "by_max_rate_deg_per_s": shares}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mocap", type=Path, required=True, help="the mocap file with the looped walk and its two arcs")
     p.add_argument("--walk", required=True, help="a looped walk lasting the episode (25 s), with its arcs in --mocap")
     p.add_argument("--rate", default="15", help="the arcs' bend in deg/s, as in their names (<walk>-left<rate>)")
-    p.add_argument("--primitives", type=Path, nargs="+", required=True,
+    p.add_argument("--primitives", type=Path, nargs="*", default=[],
                    help="primitives that read the reference's path (distill --path-offsets)")
     p.add_argument("--controllers", nargs="+", choices=CONTROLLERS, default=list(CONTROLLERS))
     p.add_argument("--gain", type=float, default=1.0, help="target: deg/s of yaw rate per degree of bearing")
@@ -133,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_steer_humanoid.json")
     p.add_argument("--frames", type=Path, help="a folder for one PNG strip per episode; measures them again")
+    p.add_argument("--reach", type=int, default=0, metavar="RESETS",
+                   help="also: the share of first targets one arc reaches, over this many resets (module docstring)")
+    p.add_argument("--speed", type=float, default=1.4, help="--reach: the walking speed, m/s")
     args = p.parse_args(argv)
 
     import torch
@@ -158,7 +189,18 @@ def main(argv: list[str] | None = None) -> int:
              "--candidates within --max-rate")
     if not args.mocap.is_file():
         fail(f"no such file: {args.mocap}")
+    if args.reach < 0 or not args.speed > 0 or not (args.reach or args.primitives):
+        fail("need --primitives, --reach RESETS or both, --reach >= 0 and --speed > 0")
     results = resumed_results(args.results, Path(__file__).name, argv, mocap=str(args.mocap), walk=args.walk)
+    if args.reach:
+        try:
+            env = envs.make("humanoid", seed=0, start_snippet=args.walk, ref_path=str(args.mocap))
+        except EnvError as e:
+            fail(f"{args.walk}: {str(e).splitlines()[0]}")
+        results["reach"] = reach(env, args.reach, args.speed)
+        env.close()
+        write_json(args.results, results)
+        print(f"reach: {results['reach']}", flush=True)
     for path in args.primitives:
         try:
             model, meta = load_primitives(path)

@@ -365,4 +365,8 @@ def test_steer_humanoid_benchmark_measures_targets_and_resumes(steer_walk, tmp_p
     with pytest.raises(SystemExit) as exited:
         main([*common, "--controllers", "planned", "--candidates", "20"])
     assert exited.value.code == 2
+    # how much turning the task asks for: a sharper turn reaches more of the first targets, a turn in place all
+    assert main(["--mocap", str(mocap), "--walk", walk, "--reach", "40", "--results", str(results)]) == 0
+    shares = [r["share_reachable"] for r in json.loads(results.read_text())["reach"]["by_max_rate_deg_per_s"].values()]
+    assert shares == sorted(shares) and shares[0] < 0.5 and shares[-1] > 0.9
     assert "--candidates within --max-rate" in capsys.readouterr().err
