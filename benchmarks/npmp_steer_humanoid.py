@@ -42,6 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.npmp_steer_student import path_reading_primitives  # noqa: E402
 from benchmarks.runs import Strip, fail, resumed_results, write_json  # noqa: E402
 from priors.npmp.reference import CONTROL_STEP_SECONDS  # noqa: E402
 
@@ -172,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     from envs import EnvError
     from agents.config import ConfigError
     from agents.npmp import walk_references
-    from priors.npmp import ModuleFileError, load_primitives
+    from priors.npmp import ModuleFileError
     from priors.reuse import YawRateActionEnv
 
     torch.set_num_threads(1)
@@ -202,12 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         write_json(args.results, results)
         print(f"reach: {results['reach']}", flush=True)
     for path in args.primitives:
-        try:
-            model, meta = load_primitives(path)
-        except (ModuleFileError, ValueError, OSError) as e:
-            fail(f"primitives {path}: {str(e).splitlines()[0]}")
-        if not model.config.path_offsets or model.config.lookahead_source != "reference":
-            fail(f"{path} does not read the reference's path (distill --lookahead reference --path-offsets ...)")
+        model, meta = path_reading_primitives(path)
         rows = results.setdefault("primitives", {}).setdefault(str(path), {})
         planner = {"candidates": args.candidates, "horizon_steps": round(args.horizon / CONTROL_STEP_SECONDS),
                    "replan_steps": round(args.replan / CONTROL_STEP_SECONDS)}

@@ -110,6 +110,21 @@ def reference_playbacks(model, walk: str, rate: str, mocap: Path) -> dict:
             for side, r in played.items()}
 
 
+def path_reading_primitives(path: Path):
+    """(model, meta) of the primitives at ``path``, or ``fail`` where they cannot be loaded or do not read the
+    reference's path (then the reference they are shown cannot steer them)."""
+    from priors.npmp import ModuleFileError, load_primitives
+
+    try:
+        model, meta = load_primitives(path)
+    except (ModuleFileError, ValueError, OSError) as e:
+        fail(f"primitives {path}: {str(e).splitlines()[0]}")
+    if not model.config.path_offsets or model.config.lookahead_source != "reference":
+        fail(f"{path} does not read the reference's path (distill --lookahead reference --path-offsets ...): "
+             "the reference it is shown cannot steer it")
+    return model, meta
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mocap", type=Path, required=True, help="the mocap file with the looped walks and their arcs")
@@ -140,8 +155,6 @@ def main(argv: list[str] | None = None) -> int:
     from envs.mocap.tracking import TIMED_FAMILY
     from pipelines.npmp.data import ConfigError
     from pipelines.npmp.evaluate import reference_input
-    from priors.npmp import ModuleFileError, load_primitives
-
     torch.set_num_threads(1)
     bad = [c for c in args.commands if not COMMAND.fullmatch(c)]
     if (bad or not args.deadband >= 0 or not args.dwell >= 0 or min(args.noise) < 0 or args.seeds < 1
@@ -160,13 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     results = resumed_results(args.results, Path(__file__).name, argv, mocap=str(args.mocap))
     controllers = results.setdefault("primitives", {})
     for path in args.primitives:
-        try:
-            model, _ = load_primitives(path)
-        except (ModuleFileError, ValueError, OSError) as e:
-            fail(f"primitives {path}: {str(e).splitlines()[0]}")
-        if not model.config.path_offsets or model.config.lookahead_source != "reference":
-            fail(f"{path} does not read the reference's path (distill --lookahead reference --path-offsets ...): "
-                 "the reference it is shown cannot steer it")
+        model, _ = path_reading_primitives(path)
         walks = controllers.setdefault(str(path), {})
         for walk in args.snippets:
             rows = walks.setdefault(walk, {})

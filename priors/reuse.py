@@ -43,19 +43,26 @@ LATENT_MODES = ("direct", "innovation")
 LATENT_OBS = "latent"   # the observation group of z_{t-1} in innovation mode
 
 
+def check_fits(env: gym.Env, controller: str, obs_groups: dict[str, int], action_dim: int | None) -> None:
+    """ModuleFileError unless ``env`` has the observation groups (name -> size) a frozen ``controller`` reads and
+    takes the ``action_dim`` actions it outputs (None: not checked)."""
+    spaces = env.observation_space.spaces
+    actual = {g: int(np.prod(spaces[g].shape)) for g in obs_groups if g in spaces}
+    if actual != dict(obs_groups):
+        raise ModuleFileError(f"{controller} was trained on observation groups {dict(obs_groups)}, "
+                              f"this environment has {({g: int(np.prod(s.shape)) for g, s in spaces.items()})}")
+    if action_dim is not None and env.action_space.shape != (action_dim,):
+        raise ModuleFileError(f"{controller} outputs {action_dim} actions, this environment takes "
+                              f"{env.action_space.shape}")
+
+
 class LatentActionEnv(gym.Wrapper):
     def __init__(self, env: gym.Env, decode, latent_dim: int, obs_groups: dict[str, int], scale: float = 3.0,
                  device: torch.device | str = "cpu", mean_to_action: str = "tanh", action_dim: int | None = None,
                  latent_mode: str = "direct", ar_coef: float | None = None, repeat: int = 1):
         super().__init__(env)
         spaces = env.observation_space.spaces
-        actual = {g: int(np.prod(spaces[g].shape)) for g in obs_groups if g in spaces}
-        if actual != dict(obs_groups):
-            raise ModuleFileError(f"the latent controller was trained on observation groups {dict(obs_groups)}, "
-                                  f"this environment has {({g: int(np.prod(s.shape)) for g, s in spaces.items()})}")
-        if action_dim is not None and env.action_space.shape != (action_dim,):
-            raise ModuleFileError(f"the latent controller outputs {action_dim} actions, this environment takes "
-                                  f"{env.action_space.shape}")
+        check_fits(env, "the latent controller", obs_groups, action_dim)
         if mean_to_action not in MEAN_TO_ACTION:
             raise ValueError(f"mean_to_action must be one of {', '.join(MEAN_TO_ACTION)}, got {mean_to_action!r}")
         if latent_mode not in LATENT_MODES:
@@ -167,13 +174,7 @@ class YawRateActionEnv(gym.Wrapper):
 
         super().__init__(env)
         spaces = env.observation_space.spaces
-        actual = {g: int(np.prod(spaces[g].shape)) for g in obs_groups if g in spaces}
-        if actual != dict(obs_groups):
-            raise ModuleFileError(f"the primitives were trained on observation groups {dict(obs_groups)}, "
-                                  f"this environment has {({g: int(np.prod(s.shape)) for g, s in spaces.items()})}")
-        if env.action_space.shape != (model.config.action_dim,):
-            raise ModuleFileError(f"the primitives output {model.config.action_dim} actions, this environment takes "
-                                  f"{env.action_space.shape}")
+        check_fits(env, "the primitives' decoder", obs_groups, model.config.action_dim)
         max_rate = arc_rate if max_rate is None else max_rate
         if not (arc_rate > 0 and max_rate > 0 and slew > 0 and hold_seconds >= 0):
             raise ValueError(f"need arc_rate > 0, max_rate > 0, slew > 0 and hold_seconds >= 0, got {arc_rate}, "
