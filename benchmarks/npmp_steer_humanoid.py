@@ -99,7 +99,7 @@ def episode(env, controller: str, gain: float, seed: int, observe=None, planner:
     plan = RatePlanner(env, **planner) if controller == "planned" else None
     start = (round(float(np.hypot(*obs["task"][:2])), 2), round(target_bearing(obs["task"]), 1))
     if observe is not None:
-        observe(env, steps)
+        observe(env.unwrapped, steps)
     while True:
         wanted = (gain * target_bearing(obs["task"]) if controller == "target" else
                   plan.wanted(steps) if controller == "planned" else 0.0)
@@ -109,7 +109,7 @@ def episode(env, controller: str, gain: float, seed: int, observe=None, planner:
         turned += float(np.angle(np.exp(1j * (yaw() - last_yaw))))
         last_yaw = yaw()
         if observe is not None:
-            observe(env, steps)
+            observe(env.unwrapped, steps)
         reached = env.unwrapped.task.objective.targets_reached
         first = steps if first is None and reached else first
         if terminated or truncated:

@@ -181,7 +181,7 @@ class Strip:
         self.every, self.frames, self.last, self.steps = every, [], None, 0
 
     def __call__(self, env, steps: int) -> None:
-        self.every = self.every or round(1 / env.control_timestep)
+        self.every = self.every or env.metadata["render_fps"]   # envs.dmc: control steps per second
         self.last, self.steps = env.render(), steps
         if steps % self.every == 0:
             self.frames.append(self.last)

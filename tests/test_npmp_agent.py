@@ -365,6 +365,10 @@ def test_steer_humanoid_benchmark_measures_targets_and_resumes(steer_walk, tmp_p
     with pytest.raises(SystemExit) as exited:
         main([*common, "--controllers", "planned", "--candidates", "20"])
     assert exited.value.code == 2
+    # drawn: the same episode again, one strip of frames
+    assert main([*common, "--controllers", "straight", "--frames", str(tmp_path / "frames")]) == 0
+    assert [p.name for p in (tmp_path / "frames").iterdir()] == [f"{str(primitives).replace('/', '_')}__straight__0.png"]
+    assert json.loads(results.read_text())["primitives"][str(primitives)]["straight, rate 15, slew 15"]["0"] == straight
     # how much turning the task asks for: a sharper turn reaches more of the first targets, a turn in place all
     assert main(["--mocap", str(mocap), "--walk", walk, "--reach", "40", "--results", str(results)]) == 0
     shares = [r["share_reachable"] for r in json.loads(results.read_text())["reach"]["by_max_rate_deg_per_s"].values()]
