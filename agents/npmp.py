@@ -111,10 +111,10 @@ class NPMPAgent(SVG0Agent):
 
 def walk_references(walk: str, arc_rate: float, mocap: str, device="cpu") -> dict:
     """The walk and its two arcs at ``arc_rate`` deg/s in ``mocap`` as the encoder reads them: ``{"straight",
-    "left", "right"} -> (states, root)`` tensors on ``device`` (``YawRateActionEnv``'s ``references``);
-    ConfigError where the file lacks one."""
+    "left", "right"} -> Reference`` of (states, root) tensors on ``device`` (``YawRateActionEnv``'s
+    ``references``); ConfigError where the file lacks one."""
     from envs import EnvError
-    from envs.mocap.tracking import reference_playback, snippet_ids
+    from envs.mocap.tracking import Reference, reference_playback, snippet_ids
 
     snippets = {"straight": walk, "left": f"{walk}-left{arc_rate:g}", "right": f"{walk}-right{arc_rate:g}"}
     try:
@@ -127,6 +127,6 @@ def walk_references(walk: str, arc_rate: float, mocap: str, device="cpu") -> dic
     references = {}
     for side, snippet in snippets.items():
         played = reference_playback(snippet, 0, mocap)
-        references[side] = (torch.as_tensor(played.states, device=device),
-                            torch.as_tensor(played.root, device=device))
+        references[side] = Reference(torch.as_tensor(played.states, device=device),
+                                     torch.as_tensor(played.root, device=device))
     return references

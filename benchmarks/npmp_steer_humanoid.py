@@ -106,8 +106,8 @@ def episode(env, controller: str, gain: float, seed: int, observe=None, planner:
         obs, _, terminated, truncated, info = env.step(np.array([np.clip(wanted / env.max_rate, -1, 1)], np.float32))
         steps += 1
         commanded += info["yaw_rate"] * CONTROL_STEP_SECONDS
-        turned += float(np.angle(np.exp(1j * (yaw() - last_yaw))))
-        last_yaw = yaw()
+        now = yaw()
+        turned, last_yaw = turned + float(np.angle(np.exp(1j * (now - last_yaw)))), now
         if observe is not None:
             observe(env.unwrapped, steps)
         reached = env.unwrapped.task.objective.targets_reached

@@ -97,19 +97,6 @@ class RateSteeredStudent(HeadingCommand):
         return self.act(t, proprio)
 
 
-def reference_playbacks(model, walk: str, rate: str, mocap: Path) -> dict:
-    """The walk's and its two arcs' ``evaluate.Reference`` (states and root as tensors on the model's device)."""
-    import torch
-
-    from pipelines.npmp.evaluate import Reference, reference_playback
-
-    device = next(model.parameters()).device
-    snippets = {"straight": walk, "left": f"{walk}-left{rate}", "right": f"{walk}-right{rate}"}
-    played = {side: reference_playback(snippet, 0, str(mocap)) for side, snippet in snippets.items()}
-    return {side: Reference(torch.as_tensor(r.states, device=device), torch.as_tensor(r.root, device=device))
-            for side, r in played.items()}
-
-
 def path_reading_primitives(path: Path):
     """(model, meta) of the primitives at ``path``, or ``fail`` where they cannot be loaded or do not read the
     reference's path (then the reference they are shown cannot steer them)."""
@@ -152,8 +139,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import envs
     from envs import EnvError
+    from agents.config import ConfigError
+    from agents.npmp import walk_references
     from envs.mocap.tracking import TIMED_FAMILY
-    from pipelines.npmp.data import ConfigError
     from pipelines.npmp.evaluate import reference_input
     torch.set_num_threads(1)
     bad = [c for c in args.commands if not COMMAND.fullmatch(c)]
@@ -185,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             if not todo:
                 continue
             try:
-                references = reference_playbacks(model, walk, args.rate, args.mocap)
+                references = walk_references(walk, arc_rate, str(args.mocap), next(model.parameters()).device)
                 inputs = {side: reference_input(model, r.states, r.root) for side, r in references.items()}
                 env = envs.make(f"{TIMED_FAMILY}:{walk}", seed=0, clip_start=True, ref_path=str(args.mocap),
                                 **NO_TRACKING_END)

@@ -57,7 +57,7 @@ Names are ``<walker>-<task>``:
   default pose at rest, which none of the clips contains. ``start_snippet`` (with ``start="mocap"``; ``ref_path``
   names another mocap file, such as a looped walk's, ``envs.mocap.convert --loop``) starts every episode on that
   snippet's first frame instead: a low level that follows one reference walk (``--agent npmp`` with
-  ``steer=yaw_rate``, agents/npmp.py) starts where its reference starts. Targets are
+  ``steer_walk``, agents/npmp.py) starts where its reference starts. Targets are
   drawn at least 2 m from the walker (and 2 m from each other) so that no episode starts on its goal and the
   targets stay distinguishable; a respawned moving target is at least 2 m from the walker.
 

@@ -193,21 +193,16 @@ class YawRateActionEnv(gym.Wrapper):
         self.action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
         if repeat > 1 and "render_fps" in env.metadata:   # one frame per decision in videos
             self.metadata = {**env.metadata, "render_fps": max(1, round(env.metadata["render_fps"] / repeat))}
-        self._obs, self._t, self._rate, self._z, self._rates = None, 0, 0.0, None, []
+        self._obs, self._t, self._rate, self._z, self._abs_rate_sum = None, 0, 0.0, None, 0.0
 
     def _observe(self, obs):
         return {**obs, STEER_OBS: np.array([self._rate / self.max_rate], np.float32)}
 
     def reset(self, **kwargs):
         self._obs, info = self.env.reset(**kwargs)
-        self._t, self._rate, self._rates = 0, 0.0, []
+        self._t, self._rate, self._abs_rate_sum = 0, 0.0, 0.0
         self._z = torch.zeros(self.model.config.latent_dim, device=self.device)
         return self._observe(self._obs), info
-
-    @property
-    def rate(self) -> float:
-        """The yaw rate (deg/s) the reference is bent at now."""
-        return self._rate
 
     @torch.no_grad()
     def low_level_action(self, wanted_rate: float) -> np.ndarray:
@@ -225,13 +220,13 @@ class YawRateActionEnv(gym.Wrapper):
         capture = getattr(self.env.unwrapped, "get_state", None)
         inner = capture() if capture is not None else None
         return None if inner is None else {"env": inner, "obs": self._obs, "t": self._t, "rate": self._rate,
-                                           "z": self._z.clone(), "rates": list(self._rates)}
+                                           "z": self._z.clone(), "abs_rate_sum": self._abs_rate_sum}
 
     def set_state(self, state: dict) -> None:
         """Continue the episode ``get_state`` captured."""
         self.env.unwrapped.set_state(state["env"])
         self._obs, self._t, self._rate = state["obs"], state["t"], state["rate"]
-        self._z, self._rates = state["z"].clone(), list(state["rates"])
+        self._z, self._abs_rate_sum = state["z"].clone(), state["abs_rate_sum"]
 
     def step(self, action):
         wanted = float(np.asarray(action, np.float32).reshape(-1)[0]) * self.max_rate
@@ -239,12 +234,12 @@ class YawRateActionEnv(gym.Wrapper):
         for _ in range(self.repeat):
             self._obs, r, terminated, truncated, info = self.env.step(self.low_level_action(wanted))
             self._t += 1
-            self._rates.append(self._rate)
+            self._abs_rate_sum += abs(self._rate)
             reward += r
             if terminated or truncated:
                 break
         info = {**info, "yaw_rate": self._rate}
         if terminated or truncated:
             info["episode_metrics"] = {**info.get("episode_metrics", {}),
-                                       "steer/mean_abs_rate": float(np.mean(np.abs(self._rates)))}
+                                       "steer/mean_abs_rate": self._abs_rate_sum / self._t}
         return self._observe(self._obs), reward, terminated, truncated, info

@@ -519,11 +519,11 @@ def test_a_student_that_reads_the_path_is_steered_by_the_reference_it_is_shown(t
                        "--deadband", "180"]) == 0
     assert capsys.readouterr().out == ""   # kept
     # steered by a yaw rate: at the arcs' own rate, or none, the encoder reads exactly the arc or the walk
-    from benchmarks.npmp_steer_student import reference_playbacks
+    from agents.npmp import walk_references
     from priors.npmp.reference import bent_reference_input, reference_input
 
     pathed, _ = load_primitives(tmp_path / "pathed")
-    references = reference_playbacks(pathed, walk, "15", mocap)
+    references = walk_references(walk, 15.0, str(mocap))
     # targets are placed and steered to along the walking direction: the root's heading turned by FACING
     from benchmarks.npmp_steer_law import FACING
 
