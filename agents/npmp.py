@@ -25,7 +25,9 @@ defaults apply. ``--agent npmp`` is svg0 acting through ``priors.reuse.LatentAct
   and the primitives' own encoder reads that bent walk (``priors.reuse.YawRateActionEnv``). It needs primitives that
   read the reference's path (distilled with ``--path-offsets``), a mocap file ``steer_mocap`` holding the walk (looped
   to last the episode, ``envs.mocap.convert --loop``) and its arcs ``<walk>-left<R>``/``-right<R>`` at
-  ``steer_arc_rate`` R, and a locomotion task: every episode then starts on the walk's first frame.
+  ``steer_arc_rate`` R (``-stepleft<R>``/``-stepright<R>`` with ``steer_arc_style=stepped``: arcs turned by the
+  steps, ``envs.mocap.convert --curve-style stepped``), and a locomotion task: every episode then starts on the
+  walk's first frame.
 Everything else (replay, Retrace, entropy regularisation, checkpoints) is svg0's; its ``--set`` keys apply.
 """
 from __future__ import annotations
@@ -37,6 +39,7 @@ import torch
 
 from agents.config import ConfigError
 from agents.svg0 import SVG0Agent, SVG0Config
+from envs.mocap.convert import CURVE_STYLES, curve_suffix
 from priors.npmp import DEFAULT_PRIMITIVES, ModuleFileError, load_primitives
 from priors.reuse import LATENT_MODES, LatentActionEnv, YawRateActionEnv
 
@@ -51,6 +54,8 @@ class NPMPAgentConfig(SVG0Config):
     steer_arc_rate: float = 15.0  # deg/s: the arcs' rate, as in their names (<walk>-left15)
     steer_max_rate: float = 15.0  # deg/s: the rate of the action 1
     steer_slew: float = 15.0      # deg/s per s: the most the walk's rate changes
+    steer_arc_style: str = "pivot"  # how the arcs were bent (envs.mocap.convert --curve-style): pivot (<walk>-left15)
+                                    # or stepped (<walk>-stepleft15)
 
     def __post_init__(self):
         for key in ("primitives", "steer_mocap"):   # resolved once, so that --resume from elsewhere finds the file
@@ -71,6 +76,9 @@ class NPMPAgentConfig(SVG0Config):
                 raise ConfigError("steer_walk makes the action a yaw rate: latent_mode does not apply")
             if not (self.steer_arc_rate > 0 and self.steer_max_rate > 0 and self.steer_slew > 0):
                 raise ConfigError("steer_arc_rate, steer_max_rate and steer_slew must be > 0")
+            if self.steer_arc_style not in CURVE_STYLES:
+                raise ConfigError(f"steer_arc_style must be one of {', '.join(CURVE_STYLES)}, got "
+                                  f"{self.steer_arc_style!r}")
         if self.latent_controller:
             raise ConfigError("npmp acts through its primitives; latent_controller (svg0's Ch 7 latent prior) "
                               "cannot be combined with it")
@@ -96,7 +104,8 @@ class NPMPAgent(SVG0Agent):
             model, meta = load_primitives(config.primitives, device)
             if config.steer_walk:
                 return YawRateActionEnv(env, model, walk_references(config.steer_walk, config.steer_arc_rate,
-                                                                   config.steer_mocap, device), meta["obs_groups"],
+                                                                   config.steer_mocap, device,
+                                                                   config.steer_arc_style), meta["obs_groups"],
                                         config.steer_arc_rate, config.steer_max_rate, config.steer_slew,
                                         repeat=action_repeat)
             return LatentActionEnv(env, model.decode, model.config.latent_dim, meta["obs_groups"],
@@ -109,21 +118,23 @@ class NPMPAgent(SVG0Agent):
             raise ConfigError(f"primitives {config.primitives}: {e}") from None
 
 
-def walk_references(walk: str, arc_rate: float, mocap: str, device="cpu") -> dict:
+def walk_references(walk: str, arc_rate: float, mocap: str, device="cpu", style: str = "pivot") -> dict:
     """The walk and its two arcs at ``arc_rate`` deg/s in ``mocap`` as the encoder reads them: ``{"straight",
     "left", "right"} -> Reference`` of (states, root) tensors on ``device`` (``YawRateActionEnv``'s
-    ``references``); ConfigError where the file lacks one."""
+    ``references``); ConfigError where the file lacks one. ``style``: how the arcs were bent (their ids,
+    ``envs.mocap.convert.curve_suffix``)."""
     from envs import EnvError
     from envs.mocap.tracking import Reference, reference_playback, snippet_ids
 
-    snippets = {"straight": walk, "left": f"{walk}-left{arc_rate:g}", "right": f"{walk}-right{arc_rate:g}"}
+    left, right = curve_suffix(arc_rate, style=style)
+    snippets = {"straight": walk, "left": walk + left, "right": walk + right}
     try:
         missing = sorted(set(snippets.values()) - set(snippet_ids(mocap, augmented=True)))
     except (EnvError, OSError) as e:
         raise ConfigError(f"steer_mocap {mocap}: {e}") from None
     if missing:
         raise ConfigError(f"steer_mocap {mocap} lacks {', '.join(missing)} (the walk and its arcs at "
-                          f"{arc_rate:g} deg/s: envs.mocap.convert --loop --curve)")
+                          f"{arc_rate:g} deg/s: envs.mocap.convert --loop --curve --curve-style {style})")
     references = {}
     for side, snippet in snippets.items():
         played = reference_playback(snippet, 0, mocap)

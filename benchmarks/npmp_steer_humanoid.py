@@ -149,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mocap", type=Path, required=True, help="the mocap file with the looped walk and its two arcs")
     p.add_argument("--walk", required=True, help="a looped walk lasting the episode (25 s), with its arcs in --mocap")
     p.add_argument("--rate", default="15", help="the arcs' bend in deg/s, as in their names (<walk>-left<rate>)")
+    p.add_argument("--style", choices=("pivot", "stepped"), default="pivot",
+                   help="how the arcs were bent (envs.mocap.convert --curve-style; stepped: <walk>-stepleft<rate>)")
     p.add_argument("--primitives", type=Path, nargs="*", default=[],
                    help="primitives that read the reference's path (distill --path-offsets)")
     p.add_argument("--controllers", nargs="+", choices=CONTROLLERS, default=list(CONTROLLERS))
@@ -210,13 +212,14 @@ def main(argv: list[str] | None = None) -> int:
         named = {"target": f"target, gain {args.gain:g}, max rate {max_rate:g}",
                  "planned": f"planned, candidates {' '.join(f'{c:g}' for c in args.candidates)}, horizon "
                             f"{args.horizon:g}, replan {args.replan:g}"}
-        keys = {c: named.get(c, c) + f", rate {args.rate}, slew {args.slew:g}" for c in args.controllers}
+        style = "" if args.style == "pivot" else f", {args.style} arcs"   # the keys measured before stay as they were
+        keys = {c: named.get(c, c) + f", rate {args.rate}, slew {args.slew:g}{style}" for c in args.controllers}
         todo = [(c, e) for c in args.controllers for e in range(args.episodes)
                 if args.frames or str(e) not in rows.get(keys[c], {})]
         if not todo:
             continue
         try:
-            references = walk_references(args.walk, arc_rate, str(args.mocap))
+            references = walk_references(args.walk, arc_rate, str(args.mocap), style=args.style)
             env = YawRateActionEnv(envs.make("humanoid", seed=0, start_snippet=args.walk, ref_path=str(args.mocap)),
                                    model, references, meta["obs_groups"], arc_rate, max_rate, args.slew)
         except (ConfigError, EnvError, ModuleFileError, ValueError, KeyError, OSError) as e:

@@ -173,6 +173,55 @@ def test_curving_for_a_while_bends_only_inside_the_window(converter, walk):
     assert convert.is_curved("07_01-0-loop10-right15from3to7") and not convert.is_curved("07_01-0-loop10")
 
 
+def test_turning_by_steps_keeps_the_stance_feet_planted(converter, walk):
+    kinematics, dt = converter.kinematics, convert.CONTROL_TIMESTEP
+    qpos, _ = walk
+    rate = np.radians(45.0)
+    seconds = (len(qpos) - 1) * dt
+    np.testing.assert_allclose(convert.step_turn_qpos(qpos, 0.0, kinematics), qpos, atol=1e-9)   # rate 0: the clip
+    stepped, pivoted = convert.step_turn_qpos(qpos, rate, kinematics), convert.curve_qpos(qpos, rate)
+    # the heading turns as the pivoted arc's does, and so does the path: the travel over the last 0.6 s points
+    # about rate x (time between) further left than over the first
+    np.testing.assert_allclose(stepped[:, 3:7], pivoted[:, 3:7], atol=1e-12)
+    direction = lambda q, frames: np.arctan2(*(q[frames[-1], :2] - q[frames[0], :2])[::-1])  # noqa: E731
+    early, late = (0, 20), (len(qpos) - 21, len(qpos) - 1)
+    expected = rate * (late[0] - early[0]) * dt + direction(qpos, late) - direction(qpos, early)
+    assert direction(stepped, late) - direction(stepped, early) == pytest.approx(expected, abs=np.radians(10))
+    # the stance foot twists and slides as in the clip, where the pivoted arc twists it at about the rate
+    clip_twist = np.median(kinematics.stance_twist(qpos, dt))
+    assert np.median(kinematics.stance_twist(stepped, dt)) < clip_twist + np.radians(3)
+    assert np.median(kinematics.stance_twist(pivoted, dt)) > clip_twist + 0.6 * rate
+    stance = kinematics.stance_sides(qpos)
+    assert 4 <= np.count_nonzero(np.diff(stance)) <= 6   # 2.6 s of walking: about five steps
+    def stance_speed(q):
+        ankles = kinematics.ankles_xy(q)
+        return np.median([np.linalg.norm(ankles[t + 1, stance[t]] - ankles[t - 1, stance[t]]) / (2 * dt)
+                          for t in range(1, len(q) - 1) if stance[t - 1] == stance[t] == stance[t + 1]])
+    assert stance_speed(stepped) == pytest.approx(stance_speed(qpos), abs=0.01)
+    # the hips' axial joints take the turn up, a fraction of the turn over a step either way; the rest is the clip's
+    hips = [kinematics.joint_names.index(name) for name in convert.HIP_AXIAL_JOINTS]
+    others = np.setdiff1d(np.arange(len(kinematics.joint_names)), hips)
+    np.testing.assert_array_equal(stepped[:, 7 + others], qpos[:, 7 + others])
+    offset = stepped[:, 7 + np.array(hips)] - qpos[:, 7 + np.array(hips)]
+    assert np.radians(5) < np.abs(offset).max() < rate * 0.6
+    # right is the mirror image in heading
+    right = convert.step_turn_qpos(qpos, -rate, kinematics)
+    assert convert.heading_change(right, kinematics) - convert.heading_change(qpos, kinematics) == \
+        pytest.approx(-rate * seconds, abs=1e-6)
+    assert convert.curve_suffix(45, style="stepped") == ("-stepleft45", "-stepright45")
+    assert convert.is_curved("07_01-0-loop10-stepright45from3to5") and convert.is_augmented("07_01-0-stepleft45")
+
+
+def test_stepped_curves_from_the_command_line_each_rate_bending_the_clip(tmp_path):
+    out = tmp_path / "stepped.h5"
+    assert convert.main(["--clips", WALK, "--curve", "15", "30", "--curve-style", "stepped", "--output", str(out)]) == 0
+    with h5py.File(out) as f:
+        assert sorted(f) == sorted([f"{WALK}-0", *(f"{WALK}-0-step{side}{rate}" for side in ("left", "right")
+                                                    for rate in (15, 30))])
+    with pytest.raises(convert.ConversionError, match="curve-style"):
+        convert.convert_clips(convert.SOURCE_DIR, tmp_path / "x.h5", [WALK], curves=(30.0,), curve_style="twisted")
+
+
 def periodic_walk(frames, period=30, speed=1.2, yaw_rate=0.2, dt=convert.CONTROL_TIMESTEP):
     """A made-up walker qpos that repeats exactly every ``period`` frames, up to a turn and a move: joints swing,
     the root bobs and pitches, and it walks along an arc at ``yaw_rate`` rad/s."""

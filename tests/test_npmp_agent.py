@@ -312,6 +312,8 @@ def test_steered_walk_errors_are_one_line(steer_walk, tmp_path, capsys):
     with pytest.raises(ConfigError, match="latent_mode"):
         apply_overrides(NPMPAgentConfig(), {"steer_walk": walk, "steer_mocap": str(mocap),
                                             "latent_mode": "innovation"})
+    with pytest.raises(ConfigError, match="steer_arc_style"):
+        apply_overrides(NPMPAgentConfig(), {"steer_walk": walk, "steer_mocap": str(mocap), "steer_arc_style": "spun"})
 
     def run(**settings):
         sets = [x for k, v in {"primitives": primitives, "steer_walk": walk, "steer_mocap": mocap, **settings}.items()
@@ -321,7 +323,8 @@ def test_steered_walk_errors_are_one_line(steer_walk, tmp_path, capsys):
 
     for settings, fragment in (({"primitives": tiny_primitives(tmp_path / "blind")}, "do not read the path"),
                                ({"steer_walk": "07_01-0-loop9"}, "07_01-0-loop9"),
-                               ({"steer_arc_rate": 30}, "07_01-0-loop4-left30")):
+                               ({"steer_arc_rate": 30}, "07_01-0-loop4-left30"),
+                               ({"steer_arc_style": "stepped"}, "07_01-0-loop4-stepleft15")):
         assert train.main(run(**settings)) == 2
         lines = [line for line in capsys.readouterr().err.strip().splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], lines

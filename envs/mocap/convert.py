@@ -58,6 +58,14 @@ Pipeline (``python -m envs.mocap.convert --mirror --curve 30 --curve-clips 02_01
    before and after (the heading then holds the turn it reached). A student of the constant arcs has never seen
    its reference begin or end a turn mid-walk, which is what steering asks of it. Ids ``-left<RATE>from<START>to<END>``
    and ``-right...``; shorter snippets get no such variant (they would equal the straight one).
+5e. Turning by the steps (``--curve-style stepped`` with ``--curve``, not the seed's): 5b pivots the whole clip
+   about the root, so the stance foot twists on the floor at the yaw rate and slides (at 45 deg/s on looped 07_01,
+   the stance foot turns 44-52 deg/s and slides 0.20-0.25 m/s, against the clip's own 13 deg/s and 0.15 m/s), which
+   no walker with friction under its feet can do. ``step_turn_qpos`` turns the heading at the same rate but keeps
+   each stance foot's heading and motion on the floor as in the clip, the hips' axial joints (``lfemurry``,
+   ``rfemurry``: about the thigh's long axis) taking up the difference (at 45 deg/s, up to 12 deg either way), and
+   the root's path is where the planted feet carry it: the turn is taken a step at a time, as people turn. Ids
+   ``-stepleft<RATE>`` and ``-stepright<RATE>`` (with ``--curve-window``, ``-stepleft<RATE>from<START>to<END>``).
 6. Derived quantities: for each frame the walker's qpos and qvel are set in MuJoCo and dm_control's own
    ``reference_pose.utils.get_features`` reads centre of mass, end effectors, appendages, body positions and
    quaternions -- the same function the tracking task applies to the simulated walker, so the reference and the
@@ -98,6 +106,8 @@ FLOOR_PERCENTILE = 10.0
 MIN_SLOPE_SPAN = 1.0
 FOOT_BODIES = ("lfoot", "ltoes", "rfoot", "rtoes")
 SINGLE_STANCE_CLEARANCE = 0.05   # a foot is the stance foot when it is this much lower than the other (metres)
+MIN_STANCE_FRAMES = 3            # shorter runs of one foot lower are double support's flicker, not a step (90 ms)
+HIP_AXIAL_JOINTS = ("lfemurry", "rfemurry")   # about the thigh's long axis: turns the foot about the vertical
 AIRBORNE_CLEARANCE = 0.08        # no foot within this of the floor: in flight (a run), or a reference no walker can follow
 LEG_BODIES = ("lfemur", "lfoot")
 POSE_FIELDS = ("position", "quaternion", "joints", "center_of_mass", "end_effectors", "velocity",
@@ -213,6 +223,48 @@ class WalkerKinematics:
             slips.append(float((moved[1] - moved[0])[:2] @ travel / np.linalg.norm(travel) / (2 * dt)))
         return np.array(slips)
 
+    def stance_sides(self, qpos: np.ndarray) -> np.ndarray:
+        """Per frame, which foot carries the walker: 0 (left) or 1 (right), the one whose foot or toes are lower to
+        the floor. A walk alternates them every step; runs shorter than ``MIN_STANCE_FRAMES`` (the flicker of double
+        support, where both feet are down) take their neighbours' side."""
+        sides = [[g for b in FOOT_BODIES if b[0] == side for g in self.walker.mjcf_model.find("body", b).find_all("geom")]
+                 for side in "lr"]
+        lower = []
+        for frame in qpos:
+            self.set_state(frame)
+            lower.append(int(self._lowest_point(sides[1])[0] < self._lowest_point(sides[0])[0]))
+        lower = np.array(lower)
+        while True:
+            bounds = np.concatenate([[0], np.flatnonzero(np.diff(lower)) + 1, [len(lower)]])
+            short = [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b - a < MIN_STANCE_FRAMES and 0 < a and b < len(lower)]
+            if not short:
+                return lower
+            a, b = short[0]
+            lower[a:b] = lower[a - 1]
+
+    def ankles_xy(self, qpos: np.ndarray) -> np.ndarray:
+        """The left and right ankle (foot body) positions in the plane, shape (frames, 2, 2)."""
+        bodies = [self.physics.bind(self.walker.mjcf_model.find("body", f"{side}foot")) for side in "lr"]
+        out = np.zeros((len(qpos), 2, 2))
+        for t, frame in enumerate(qpos):
+            self.set_state(frame)
+            out[t] = [body.xpos[:2] for body in bodies]
+        return out
+
+    def stance_twist(self, qpos: np.ndarray, dt: float) -> np.ndarray:
+        """How fast the stance foot turns about the vertical (rad/s, absolute), on the frames inside a stance
+        (``stance_sides``): central differences of the foot body's heading. A walker's planted foot does not twist,
+        so a reference's twist is a turn it cannot copy with its feet (5e)."""
+        stance = self.stance_sides(qpos)
+        bodies = [self.physics.bind(self.walker.mjcf_model.find("body", f"{side}foot")) for side in "lr"]
+        headings = np.zeros((len(qpos), 2))
+        for t, frame in enumerate(qpos):
+            self.set_state(frame)
+            headings[t] = [math.atan2(body.xmat[3], body.xmat[0]) for body in bodies]
+        headings = np.unwrap(headings, axis=0)
+        inside = [t for t in range(1, len(qpos) - 1) if stance[t - 1] == stance[t] == stance[t + 1]]
+        return np.array([abs(headings[t + 1, stance[t]] - headings[t - 1, stance[t]]) / (2 * dt) for t in inside])
+
     def zero_pose(self) -> np.ndarray:
         """Root 1 m up with identity rotation, all joints at 0 (the model's left/right symmetric pose)."""
         return np.concatenate([[0, 0, 1, 1, 0, 0, 0], np.zeros(len(self.joint_names))])
@@ -297,19 +349,75 @@ def curve_qpos(qpos: np.ndarray, yaw_rate: float, dt: float = CONTROL_TIMESTEP,
     seen from above): frame t's root rotation and each root step t -> t+1 are turned about the vertical by
     yaw_rate * t * dt, about the first root position; heights and joint angles are kept (module docstring, 5b).
     ``window`` (start, end) seconds: the path bends only between them, straight before and after (5d)."""
-    seconds = dt * np.arange(len(qpos))
-    if window is not None:
-        seconds = np.clip(seconds, *window) - window[0]
-    angles = yaw_rate * seconds
+    angles = turn_angles(len(qpos), yaw_rate, dt, window)
     cos, sin = np.cos(angles), np.sin(angles)
     steps = np.diff(qpos[:, :2], axis=0)
     turned = np.stack([cos[:-1] * steps[:, 0] - sin[:-1] * steps[:, 1],
                        sin[:-1] * steps[:, 0] + cos[:-1] * steps[:, 1]], axis=1)
     out = np.array(qpos, dtype=np.float64, copy=True)
     out[1:, :2] = qpos[0, :2] + np.cumsum(turned, axis=0)
+    out[:, 3:7] = turn_heading(qpos, angles)
+    return out
+
+
+def turn_heading(qpos: np.ndarray, angles: np.ndarray) -> np.ndarray:
+    """The root rotations of ``qpos`` turned about the vertical by ``angles`` (radians, one per frame)."""
+    out = np.array(qpos[:, 3:7], dtype=np.float64, copy=True)
     for t, angle in enumerate(angles):
-        turn = np.array([np.cos(angle / 2), 0.0, 0.0, np.sin(angle / 2)])   # about the vertical
-        mujoco.mju_mulQuat(out[t, 3:7], turn, np.asarray(qpos[t, 3:7], np.float64))
+        turn = np.array([np.cos(angle / 2), 0.0, 0.0, np.sin(angle / 2)])
+        mujoco.mju_mulQuat(out[t], turn, np.asarray(qpos[t, 3:7], np.float64))
+    return out
+
+
+def turn_angles(frames: int, yaw_rate: float, dt: float, window: tuple[float, float] | None) -> np.ndarray:
+    """The heading change at each frame of a bend at ``yaw_rate`` rad/s (only between ``window``'s seconds)."""
+    seconds = dt * np.arange(frames)
+    if window is not None:
+        seconds = np.clip(seconds, *window) - window[0]
+    return yaw_rate * seconds
+
+
+def step_turn_qpos(qpos: np.ndarray, yaw_rate: float, kinematics: WalkerKinematics, dt: float = CONTROL_TIMESTEP,
+                   window: tuple[float, float] | None = None) -> np.ndarray:
+    """The snippet qpos bent at ``yaw_rate`` rad/s like ``curve_qpos``, but turned by the steps, not pivoted (module
+    docstring, 5e): the root's heading turns at the rate, each stance foot keeps one heading and its own motion on
+    the floor, and the hips' axial joints take up the difference. A foot holds, through a stance from frame a to b,
+    the heading the root has half-way (psi(a) + psi(b)) / 2, so its hip turns from +(psi(b) - psi(a)) / 2 to minus
+    that; in the swing the hip's offset moves smoothly (a half cosine) to the next stance's first. The root's
+    horizontal path is what follows from the feet: each frame it moves by the change in the stance ankle's offset
+    from the root (the edited pose's, from the kinematics) plus the ankle's own displacement in the clip, turned by
+    the heading, so a clip's slip is kept and the edit adds none. Rate 0 gives back the clip."""
+    angles = turn_angles(len(qpos), yaw_rate, dt, window)
+    stance = kinematics.stance_sides(qpos)
+    offsets = np.zeros((len(qpos), 2))
+    for leg in (0, 1):
+        on = np.concatenate([[False], stance == leg, [False]]).astype(int)
+        starts, ends = np.flatnonzero(np.diff(on) == 1), np.flatnonzero(np.diff(on) == -1) - 1   # inclusive
+        if not len(starts):
+            continue
+        held = np.full(len(qpos), np.nan)
+        for a, b in zip(starts, ends):
+            held[a:b + 1] = 0.5 * (angles[a] + angles[b]) - angles[a:b + 1]
+        known = np.flatnonzero(~np.isnan(held))
+        for a, b in zip(known[:-1], known[1:]):
+            if b - a > 1:
+                fraction = 0.5 - 0.5 * np.cos(np.pi * (np.arange(a + 1, b) - a) / (b - a))
+                held[a + 1:b] = held[a] + fraction * (held[b] - held[a])
+        held[:known[0]], held[known[-1] + 1:] = held[known[0]], held[known[-1]]
+        offsets[:, leg] = held
+    out = np.array(qpos, dtype=np.float64, copy=True)
+    for leg, name in enumerate(HIP_AXIAL_JOINTS):
+        out[:, 7 + kinematics.joint_names.index(name)] += offsets[:, leg]
+    out[:, 3:7] = turn_heading(qpos, angles)
+    clip_ankles = kinematics.ankles_xy(qpos)
+    at_origin = out.copy()
+    at_origin[:, :2] = 0.0
+    edited_offsets = kinematics.ankles_xy(at_origin)   # each ankle's horizontal offset from the root
+    for t in range(1, len(qpos)):
+        leg, cos, sin = stance[t], math.cos(angles[t]), math.sin(angles[t])
+        moved = clip_ankles[t, leg] - clip_ankles[t - 1, leg]
+        out[t, :2] = (out[t - 1, :2] + edited_offsets[t - 1, leg] - edited_offsets[t, leg]
+                      + [cos * moved[0] - sin * moved[1], sin * moved[0] + cos * moved[1]])
     return out
 
 
@@ -399,14 +507,18 @@ def loop_qpos(qpos: np.ndarray, start: int, end: int, frames: int) -> np.ndarray
     return np.concatenate(pieces)[:frames]
 
 
-def curve_suffix(rate: float, window: tuple[float, float] | None = None) -> tuple[str, str]:
+CURVE_STYLES = ("pivot", "stepped")
+
+
+def curve_suffix(rate: float, window: tuple[float, float] | None = None, style: str = "pivot") -> tuple[str, str]:
     """The id suffixes of the left and right variants at ``rate`` degrees per second (bent only between ``window``'s
-    seconds when given: ``-left15from3to7``)."""
+    seconds when given: ``-left15from3to7``; turned by the steps, ``step_turn_qpos``: ``-stepleft15``)."""
     bent = f"from{window[0]:g}to{window[1]:g}" if window is not None else ""
-    return f"-left{rate:g}{bent}", f"-right{rate:g}{bent}"
+    prefix = "step" if style == "stepped" else ""
+    return f"-{prefix}left{rate:g}{bent}", f"-{prefix}right{rate:g}{bent}"
 
 
-CURVED_ID = re.compile(r"-(left|right)[0-9.]+(from[0-9.]+to[0-9.]+)?$")
+CURVED_ID = re.compile(r"-(step)?(left|right)[0-9.]+(from[0-9.]+to[0-9.]+)?$")
 
 
 def is_curved(snippet_id: str) -> bool:
@@ -560,14 +672,15 @@ def write_hdf5(path: Path, snippets: dict[str, dict[str, np.ndarray]], dt: float
 def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None, mirror: bool = False,
                   curves: tuple[float, ...] = (), curve_clips: list[str] | None = None, loop_seconds: float = 0.0,
                   loop_clips: list[str] | None = None, curve_window: tuple[float, float] | None = None,
-                  log=print) -> dict[str, dict]:
+                  curve_style: str = "pivot", log=print) -> dict[str, dict]:
     """Convert clips (all ``*.amc`` in ``source_dir`` by default) into snippets in ``output``; returns per-snippet
     metadata (source clip, frame range, mirrored, yaw rate, floor plane, stride looped). ``curves``: yaw rates
     (degrees per second, > 0) at which the snippets of ``curve_clips`` (default: every clip) are also written bent
     left and right (``curve_qpos``). ``loop_seconds`` (> 0): the snippets of ``loop_clips`` (default: every clip),
     and their mirrors with ``mirror``, are also written looped over their stride to this length (``loop_qpos``);
     the bent variants then include the loops bent. ``curve_window`` (start, end) seconds: each bent snippet that
-    lasts past ``end`` is also written bent only between them (``curve_qpos``, 5d)."""
+    lasts past ``end`` is also written bent only between them (``curve_qpos``, 5d). ``curve_style``: ``pivot``
+    (``curve_qpos``) or ``stepped`` (``step_turn_qpos``, 5e)."""
     source_dir = Path(source_dir)
     clips = clips or sorted(p.stem for p in source_dir.glob("*.amc"))
     if any(not (math.isfinite(rate) and rate > 0) for rate in curves):
@@ -580,6 +693,8 @@ def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None
             raise ConversionError(f"{option} {', '.join(outside)} are not among the clips converted")
         if chosen and not needed:
             raise ConversionError(f"{option} needs {what}")
+    if curve_style not in CURVE_STYLES:
+        raise ConversionError(f"--curve-style must be one of {', '.join(CURVE_STYLES)}, got {curve_style!r}")
     unnamed = [rate for rate in curves if not all(is_curved(f"x{suffix}") for suffix in curve_suffix(rate))]
     if unnamed:   # an id the default sets could not tell from a captured snippet's
         raise ConversionError(f"curve rates must be plain decimals (e.g. 30 or 22.5), got {unnamed}")
@@ -615,22 +730,31 @@ def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None
                     stride = find_stride(q, dt)
                     pieces.append((snippet_id + loop_suffix(loop_seconds), loop_qpos(q, *stride[:2], frames),
                                    mirrored, 0.0, stride))
+            def bend(q, rate, window):
+                if curve_style == "stepped":
+                    return step_turn_qpos(q, rate, converter.kinematics, dt, window)
+                return curve_qpos(q, rate, dt, window)
+
+            unbent = [p for p in pieces if not p[2]]   # not the mirrors, and not what one rate bent for the next
             for rate in (curves if curve_clips is None or clip in curve_clips else ()):
-                for snippet_id, q, _, _, stride in [p for p in pieces if not p[2]]:
-                    for suffix, sign in zip(curve_suffix(rate), (1.0, -1.0)):
-                        pieces.append((snippet_id + suffix, curve_qpos(q, sign * math.radians(rate), dt), False,
-                                       sign * rate, stride))
-                    if curve_window is not None and (len(q) - 1) * dt > curve_window[1]:
-                        for suffix, sign in zip(curve_suffix(rate, curve_window), (1.0, -1.0)):
-                            pieces.append((snippet_id + suffix, curve_qpos(q, sign * math.radians(rate), dt,
-                                                                           curve_window), False, sign * rate, stride))
+                for snippet_id, q, _, _, stride in unbent:
+                    windows = [None] + ([curve_window] if curve_window is not None
+                                        and (len(q) - 1) * dt > curve_window[1] else [])
+                    for window in windows:
+                        for suffix, sign in zip(curve_suffix(rate, window, curve_style), (1.0, -1.0)):
+                            pieces.append((snippet_id + suffix, bend(q, sign * math.radians(rate), window), False,
+                                           sign * rate, stride))
             for snippet_id, snippet_qpos, mirrored_flag, yaw_rate, stride in pieces:
                 snippets[snippet_id] = converter.features(snippet_qpos)
                 meta[snippet_id] = dict(clip=clip, start=start, end=end, mirrored=mirrored_flag, yaw_rate=yaw_rate,
                                         floor=plane, stride=stride)
+                twist = (f", stance foot twists a median {math.degrees(np.median(converter.kinematics.stance_twist(snippet_qpos, dt))):.0f} deg/s"
+                         if yaw_rate else "")
                 if stride:
                     log(f"{snippet_id}: {len(snippet_qpos)} frames, looping frames {stride[0]}-{stride[1]} "
-                        f"(mismatch {stride[2]:.3f})")
+                        f"(mismatch {stride[2]:.3f}){twist}")
+                elif twist:
+                    log(f"{snippet_id}: {len(snippet_qpos)} frames{twist}")
         slip = converter.kinematics.stance_slip(qpos, dt)
         log(f"{clip}: {len(qpos)} frames, floor height {plane[0]:+.3f} m, slope x {plane[1]:+.3f} y {plane[2]:+.3f}, "
             f"root height median {np.median(qpos[:, 2]):.3f} m, stance-foot slip "
@@ -669,6 +793,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--curve-window", type=float, nargs=2, metavar=("START", "END"),
                         help="also write each bent snippet lasting past END bent only between START and END seconds, "
                              "straight before and after, ids <snippet-id>-left<RATE>from<START>to<END> and -right...")
+    parser.add_argument("--curve-style", choices=CURVE_STYLES, default="pivot",
+                        help="how --curve bends: pivot (the root turns over a straight gait; the stance foot slides "
+                             "and twists) or stepped (the stance feet stay put and the hips turn; ids "
+                             "<snippet-id>-stepleft<RATE> and -stepright<RATE>)")
     parser.add_argument("--loop", type=float, default=0.0, metavar="SECONDS",
                         help="also write each snippet (and its mirror) made this long by repeating its stride, id "
                              "<snippet-id>-loop<SECONDS> (not the seed's: walks longer than the clips)")
@@ -677,7 +805,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         meta = convert_clips(args.source, args.output, args.clips, mirror=args.mirror, curves=tuple(args.curve),
                              curve_clips=args.curve_clips, loop_seconds=args.loop, loop_clips=args.loop_clips,
-                             curve_window=tuple(args.curve_window) if args.curve_window else None)
+                             curve_window=tuple(args.curve_window) if args.curve_window else None,
+                             curve_style=args.curve_style)
     except ConversionError as e:
         parser.exit(2, f"error: {e}\n")
     print(f"wrote {len(meta)} snippets to {args.output} ({args.output.stat().st_size / 1e6:.2f} MB)")
