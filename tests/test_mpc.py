@@ -1,6 +1,7 @@
 """The tracking planner (agents/mpc.py): its model of the environment is the environment, its score is the env's
 reward, and planning tracks a clip longer than the feed-forward controller it starts from."""
 import json
+from pathlib import Path
 
 import mujoco
 import numpy as np
@@ -324,3 +325,40 @@ def test_velocity_term_benchmark_reads_the_joints_of_the_stored_state(env):
     lagging = velocity_errors(states, ahead[:, qpos], ahead[:, qvel], qpos, qvel, names)
     assert lagging["lagged"][2] == 0 < lagging["E"] and min(lagging["lagged"], key=lagging["lagged"].get) == 2
     assert set(lagging["joints"]) == {"knees", "ankles", "toes", "hips", "spine and neck", "arms"}
+
+
+def test_mirror_symmetry_benchmark_carries_nothing_from_one_run_to_the_next(capsys):
+    """benchmarks/mirror_symmetry.py: a bent walk and its mirror image under mirrored servo commands. Each run starts
+    from a reset simulator (a solver warm start left by the previous run once changed the first step's numbers,
+    and made the noslip setting look like it mattered), so a first step reads the same however many follow."""
+    from benchmarks.mirror_symmetry import main
+
+    def first_step(steps):
+        assert main(["--clip", "07_01", "--rate", "-45", "--steps", str(steps), "--noslip", "5", "0"]) == 0
+        rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("| 5 ", "| 0 "))]
+        return [float(row.split("|")[2].split("/")[0]) for row in rows]
+
+    one, three = first_step(1), first_step(3)
+    assert one == three and len(one) == 2 and 0 < one[0] < 0.5
+
+
+def test_experts_noslip_sets_the_arena_option_and_wants_a_number(capsys, monkeypatch):
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "experts_noslip.py"
+    done = subprocess.run([sys.executable, str(script), "--snippets", "07_01-0"], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.strip().startswith("error: need --noslip")
+    monkeypatch.setenv("PROBCTL_NOSLIP_ITERATIONS", "0")
+    from dm_control import composer
+    original = composer.Arena._build
+    try:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("experts_noslip", script)
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+        env = envs.make("humanoid-track:07_01-0", seed=0)
+        env.reset(seed=0)
+        assert env.physics.model.opt.noslip_iterations == 0
+    finally:
+        composer.Arena._build = original
+    assert envs.make("humanoid-track:07_01-0", seed=0).physics.model.opt.noslip_iterations == 5
