@@ -32,10 +32,10 @@ if NOSLIP_VARIABLE in os.environ:
 
 if __name__ == "__main__":
     argv = sys.argv[1:]
-    if "--noslip" not in argv or argv.index("--noslip") + 1 >= len(argv) or not argv[argv.index("--noslip") + 1].isdigit():
+    at = argv.index("--noslip") if "--noslip" in argv else len(argv)
+    if at + 1 >= len(argv) or not argv[at + 1].isdigit():
         print("error: need --noslip N (an integer >= 0), then benchmarks/experts.py's arguments", file=sys.stderr)
         raise SystemExit(2)
-    at = argv.index("--noslip")
     os.environ[NOSLIP_VARIABLE] = argv[at + 1]
     composer.Arena._build = _build_with_noslip
     raise SystemExit(experts.main(argv[:at] + argv[at + 2:]))

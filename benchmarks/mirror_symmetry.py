@@ -50,7 +50,7 @@ def feed_forward_run(kinematics, reference: np.ndarray, steps: int, dt: float) -
             # a position servo: force = gain * ctrl + bias0 + bias1 * q, so the target q* needs
             # ctrl = (-bias1 q* - bias0) / gain
             target = reference[t + 1, 7 + joint_of[model.actuator_trnid[a, 0]]]
-            gain, bias0, bias1 = model.actuator_gainprm[a, 0], model.actuator_biasprm[a, 0], model.actuator_biasprm[a, 1]
+            gain, (bias0, bias1) = model.actuator_gainprm[a, 0], model.actuator_biasprm[a, :2]
             physics.data.ctrl[a] = np.clip((-bias1 * target - bias0) / gain, *model.actuator_ctrlrange[a])
         for _ in range(PHYSICS_STEPS_PER_CONTROL):
             mujoco.mj_step(model.ptr, physics.data.ptr)

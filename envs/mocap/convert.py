@@ -167,6 +167,9 @@ class WalkerKinematics:
         self._qvel_index = np.concatenate([free.dofadr + np.arange(6), self._joints.dofadr])
         self._foot_geoms = [g for b in FOOT_BODIES
                             for g in self.walker.mjcf_model.find("body", b).find_all("geom")]
+        self._side_geoms = {side: [g for b in FOOT_BODIES if b[0] == side
+                                   for g in self.walker.mjcf_model.find("body", b).find_all("geom")] for side in "lr"}
+        self._ankles = [self.physics.bind(self.walker.mjcf_model.find("body", f"{side}foot")) for side in "lr"]
         self._floor_geom = self.physics.bind(arena.ground_geoms[0]).element_id
         self._mirror_setup()
 
@@ -205,9 +208,7 @@ class WalkerKinematics:
         the subject's legs; backward: too little). Rolling over the heel or toes moves the contact point but not
         the material point, so it reads ~0. Frames: those where one foot is ``SINGLE_STANCE_CLEARANCE`` lower than
         the other (none in a clip that never stands on one foot); returns m/s, one value per such frame."""
-        sides = {side: [g for b in FOOT_BODIES if b[0] == side
-                        for g in self.walker.mjcf_model.find("body", b).find_all("geom")] for side in "lr"}
-        data, slips = self.physics.data, []
+        sides, data, slips = self._side_geoms, self.physics.data, []
         for t in range(1, len(qpos) - 1):
             self.set_state(qpos[t])
             (low, body, point), (other, _, _) = sorted((self._lowest_point(g) for g in sides.values()),
@@ -227,16 +228,16 @@ class WalkerKinematics:
         """Per frame, which foot carries the walker: 0 (left) or 1 (right), the one whose foot or toes are lower to
         the floor. A walk alternates them every step; runs shorter than ``MIN_STANCE_FRAMES`` (the flicker of double
         support, where both feet are down) take their neighbours' side."""
-        sides = [[g for b in FOOT_BODIES if b[0] == side for g in self.walker.mjcf_model.find("body", b).find_all("geom")]
-                 for side in "lr"]
         lower = []
         for frame in qpos:
             self.set_state(frame)
-            lower.append(int(self._lowest_point(sides[1])[0] < self._lowest_point(sides[0])[0]))
+            left, right = (self._lowest_point(self._side_geoms[side])[0] for side in "lr")
+            lower.append(int(right < left))
         lower = np.array(lower)
         while True:
             bounds = np.concatenate([[0], np.flatnonzero(np.diff(lower)) + 1, [len(lower)]])
-            short = [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b - a < MIN_STANCE_FRAMES and 0 < a and b < len(lower)]
+            short = [(a, b) for a, b in zip(bounds[:-1], bounds[1:])
+                     if b - a < MIN_STANCE_FRAMES and 0 < a and b < len(lower)]
             if not short:
                 return lower
             a, b = short[0]
@@ -244,11 +245,10 @@ class WalkerKinematics:
 
     def ankles_xy(self, qpos: np.ndarray) -> np.ndarray:
         """The left and right ankle (foot body) positions in the plane, shape (frames, 2, 2)."""
-        bodies = [self.physics.bind(self.walker.mjcf_model.find("body", f"{side}foot")) for side in "lr"]
         out = np.zeros((len(qpos), 2, 2))
         for t, frame in enumerate(qpos):
             self.set_state(frame)
-            out[t] = [body.xpos[:2] for body in bodies]
+            out[t] = [ankle.xpos[:2] for ankle in self._ankles]
         return out
 
     def stance_twist(self, qpos: np.ndarray, dt: float) -> np.ndarray:
@@ -256,11 +256,10 @@ class WalkerKinematics:
         (``stance_sides``): central differences of the foot body's heading. A walker's planted foot does not twist,
         so a reference's twist is a turn it cannot copy with its feet (5e)."""
         stance = self.stance_sides(qpos)
-        bodies = [self.physics.bind(self.walker.mjcf_model.find("body", f"{side}foot")) for side in "lr"]
         headings = np.zeros((len(qpos), 2))
         for t, frame in enumerate(qpos):
             self.set_state(frame)
-            headings[t] = [math.atan2(body.xmat[3], body.xmat[0]) for body in bodies]
+            headings[t] = [math.atan2(ankle.xmat[3], ankle.xmat[0]) for ankle in self._ankles]
         headings = np.unwrap(headings, axis=0)
         inside = [t for t in range(1, len(qpos) - 1) if stance[t - 1] == stance[t] == stance[t + 1]]
         return np.array([abs(headings[t + 1, stance[t]] - headings[t - 1, stance[t]]) / (2 * dt) for t in inside])
@@ -712,6 +711,12 @@ def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None
         raise ConversionError(f"no .amc clips in {source_dir}")
     converter = Converter()
     dt = converter.timestep
+
+    def bend(q, rate, window):
+        if curve_style == "stepped":
+            return step_turn_qpos(q, rate, converter.kinematics, dt, window)
+        return curve_qpos(q, rate, dt, window)
+
     snippets, meta = {}, {}
     for clip in clips:
         qpos, plane = converter.walker_qpos(source_dir / f"{clip}.amc")
@@ -730,11 +735,6 @@ def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None
                     stride = find_stride(q, dt)
                     pieces.append((snippet_id + loop_suffix(loop_seconds), loop_qpos(q, *stride[:2], frames),
                                    mirrored, 0.0, stride))
-            def bend(q, rate, window):
-                if curve_style == "stepped":
-                    return step_turn_qpos(q, rate, converter.kinematics, dt, window)
-                return curve_qpos(q, rate, dt, window)
-
             unbent = [p for p in pieces if not p[2]]   # not the mirrors, and not what one rate bent for the next
             for rate in (curves if curve_clips is None or clip in curve_clips else ()):
                 for snippet_id, q, _, _, stride in unbent:
@@ -748,8 +748,10 @@ def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None
                 snippets[snippet_id] = converter.features(snippet_qpos)
                 meta[snippet_id] = dict(clip=clip, start=start, end=end, mirrored=mirrored_flag, yaw_rate=yaw_rate,
                                         floor=plane, stride=stride)
-                twist = (f", stance foot twists a median {math.degrees(np.median(converter.kinematics.stance_twist(snippet_qpos, dt))):.0f} deg/s"
-                         if yaw_rate else "")
+                twist = ""
+                if yaw_rate:   # what a bend asks of a planted foot (5e)
+                    twist = converter.kinematics.stance_twist(snippet_qpos, dt)
+                    twist = f", stance foot twists a median {math.degrees(np.median(twist)):.0f} deg/s"
                 if stride:
                     log(f"{snippet_id}: {len(snippet_qpos)} frames, looping frames {stride[0]}-{stride[1]} "
                         f"(mismatch {stride[2]:.3f}){twist}")
