@@ -67,6 +67,9 @@ class MPCConfig:
     threads: int = 0           # rollout threads; 0: one per core
     root_position_weight: float = 0.0     # planner-only shaping: per metre of root position error ...
     root_orientation_weight: float = 0.0   # ... and per radian of root orientation error, per step
+    joint_velocity_weight: float = 0.0     # planner-only shaping: per unit of the summed squared joint-velocity
+                                           # error E, per step; the reward's own term exp(-0.1 E) is flat at the
+                                           # planner's E of 100-250 (docs/npmp.md, "Where the reward goes")
     warm_start_decay: float = 0.97  # the kept plan is scaled by this before it warm-starts the next step (a ~1 s
                                     # time constant); at 1 the joints the reward barely sees (an arm) random-walk
                                     # from plan to plan until the walker falls (docs/npmp.md, "A plan that forgets")
@@ -82,8 +85,9 @@ class MPCConfig:
             raise ConfigError(f"knots ({self.knots}) cannot exceed horizon ({self.horizon})")
         if not (self.noise_std >= 0 and self.feedback_gain >= 0):
             raise ConfigError(f"noise_std and feedback_gain must be >= 0, got {self.noise_std}, {self.feedback_gain}")
-        if not (self.root_position_weight >= 0 and self.root_orientation_weight >= 0):
-            raise ConfigError("root_position_weight and root_orientation_weight must be >= 0")
+        if not (self.root_position_weight >= 0 and self.root_orientation_weight >= 0
+                and self.joint_velocity_weight >= 0):
+            raise ConfigError("root_position_weight, root_orientation_weight and joint_velocity_weight must be >= 0")
         if not 0 <= self.warm_start_decay <= 1:
             raise ConfigError(f"warm_start_decay must be in [0, 1], got {self.warm_start_decay}")
         if self.threads < 0:
@@ -112,23 +116,37 @@ def bounded_quat_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return bounded_quat_dist(np.array(a, np.float64), np.array(b, np.float64))[..., 0]
 
 
-def comic_reward(features: dict[str, np.ndarray], reference: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(reward, termination error) of envs/mocap/tracking.py's CoMic reward for batched walker features [..., ...]
-    against reference features of the same shape (dm_control reference_pose.rewards.comic_reward_fn and
-    tracking.MultiClipMocapTracking._compute_termination_error, batched)."""
+COMIC_TERMS = ("termination", "center_of_mass", "joints_velocity", "appendages", "body_quaternions")
+
+
+def comic_terms(features: dict[str, np.ndarray], reference: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray],
+                                                                                             np.ndarray]:
+    """(the CoMic reward's terms, each weighted as it enters the reward so that they sum to it; termination error)
+    for batched walker features [..., ...] against reference features of the same shape (dm_control
+    reference_pose.rewards.comic_reward_fn and tracking.MultiClipMocapTracking._compute_termination_error,
+    batched). Also returns ``joints_velocity_error``: the summed squared joint-velocity error E of the term
+    exp(-0.1 E)."""
     joints_error = np.mean(np.abs(features["joints"] - reference["joints"]), axis=-1)
     bodies_error = np.mean(np.abs(features["body_positions"] - reference["body_positions"]), axis=(-2, -1))
     error = 0.5 * bodies_error + 0.5 * joints_error
-    termination = 1.0 - error / TERMINATION_ERROR_THRESHOLD
 
     def squared(key, axes):
         return np.sum((features[key] - reference[key]) ** 2, axis=axes)
-    com = 0.1 * np.exp(-10.0 * squared("center_of_mass", -1))
-    joints_velocity = np.exp(-0.1 * squared("joints_velocity", -1))
-    appendages = 0.15 * np.exp(-40.0 * squared("appendages", (-2, -1)))
+    velocity_error = squared("joints_velocity", -1)
     quats = bounded_quat_distance(features["body_quaternions"], reference["body_quaternions"])
-    body_quaternions = 0.65 * np.exp(-2.0 * np.sum(quats ** 2, axis=-1))
-    return 0.5 * termination + 0.5 * (com + joints_velocity + appendages + body_quaternions), error
+    terms = {"termination": 0.5 * (1.0 - error / TERMINATION_ERROR_THRESHOLD),
+             "center_of_mass": 0.5 * 0.1 * np.exp(-10.0 * squared("center_of_mass", -1)),
+             "joints_velocity": 0.5 * np.exp(-0.1 * velocity_error),
+             "appendages": 0.5 * 0.15 * np.exp(-40.0 * squared("appendages", (-2, -1))),
+             "body_quaternions": 0.5 * 0.65 * np.exp(-2.0 * np.sum(quats ** 2, axis=-1)),
+             "joints_velocity_error": velocity_error}
+    return terms, error
+
+
+def comic_reward(features: dict[str, np.ndarray], reference: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(reward, termination error) of envs/mocap/tracking.py's CoMic reward (``comic_terms`` summed)."""
+    terms, error = comic_terms(features, reference)
+    return sum(terms[name] for name in COMIC_TERMS), error
 
 
 class WalkerFeatures:
@@ -233,12 +251,23 @@ class TrackingPlanner:
         qvel = flat[:, 1 + self.model.nq:1 + self.model.nq + self.model.nv]
         features = {k: v.reshape(n, horizon, *v.shape[1:]) for k, v in self.features(qpos, qvel).items()}
         reference = {k: v[None] for k, v in reference.items()}
-        reward, error = comic_reward(features, reference)
+        terms, error = comic_terms(features, reference)
+        reward = sum(terms[name] for name in COMIC_TERMS)
         cfg = self.config
         shaping = cfg.root_position_weight * np.linalg.norm(features["position"] - reference["position"], axis=-1) \
-            + cfg.root_orientation_weight * 2.0 * bounded_quat_distance(features["quaternion"], reference["quaternion"])
+            + cfg.root_orientation_weight * 2.0 * bounded_quat_distance(features["quaternion"], reference["quaternion"]) \
+            + cfg.joint_velocity_weight * terms["joints_velocity_error"]
         alive = np.cumprod(error <= TERMINATION_ERROR_THRESHOLD, axis=1)
         return np.sum(reward * alive - shaping, axis=1)
+
+    def reward_terms(self) -> dict[str, float]:
+        """The CoMic reward's terms (``comic_terms``) that the environment's current state earns against the
+        reference frame it is compared with, i.e. what the last ``env.step`` was rewarded, term by term."""
+        data, t = self.env.physics.data, self.env.time_step
+        features = self.features(np.array(data.qpos)[None], np.array(data.qvel)[None])
+        reference = {k: v[[t]] for k, v in self.env.clip_reference().items() if k in REFERENCE_KEYS}
+        terms, _ = comic_terms(features, reference)
+        return {name: float(value[0]) for name, value in terms.items()}
 
     def _servo_commands(self, states: np.ndarray) -> np.ndarray:
         """The servo commands that would hold each actuated joint where it is, for full states [N, state]."""

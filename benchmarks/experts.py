@@ -64,7 +64,7 @@ def measure(args: tuple) -> tuple[str, dict]:
     import numpy as np
 
     import envs
-    from agents.mpc import MPCConfig, TrackingPlanner
+    from agents.mpc import COMIC_TERMS, MPCConfig, TrackingPlanner
     from envs.mocap.tracking import MAX_COMIC_REWARD
     from pipelines.npmp.experts import reference_score
 
@@ -77,9 +77,13 @@ def measure(args: tuple) -> tuple[str, dict]:
     seconds, predicted = [], []
     strip = Strip() if frames else None
 
+    terms = []   # what each step earned, term by term (the state after step t against reference frame t)
+
     def plan():
         if strip is not None:   # the state this step plans from; the first frame is the clip's first pose
             strip(env, len(seconds))
+        if seconds:
+            terms.append(planner.reward_terms())
         command = planner.act()
         seconds.append(planner.last_info.seconds)
         predicted.append(planner.last_info.predicted_return / planner.last_info.horizon)
@@ -87,6 +91,7 @@ def measure(args: tuple) -> tuple[str, dict]:
 
     planner.reset()
     mpc = run_controller(env, plan)
+    terms.append(planner.reward_terms())
     if strip is not None:
         strip(env, len(seconds))
         strip.write(Path(frames) / f"{snippet}.png")
@@ -95,7 +100,9 @@ def measure(args: tuple) -> tuple[str, dict]:
     for record in (mpc, feed_forward):
         record["relative_return"] = record["return"] / scale
     mpc.update(seconds_per_control_step=float(np.mean(seconds)), cores=planner.threads,
-               predicted_reward_per_step=float(np.mean(predicted)))
+               predicted_reward_per_step=float(np.mean(predicted)),
+               reward_terms_per_step={name: float(np.mean([step[name] for step in terms])) for name in COMIC_TERMS},
+               median_joints_velocity_error=float(np.median([step["joints_velocity_error"] for step in terms])))
     return snippet, {"frames": reference["full_steps"] + 6, "full_steps": reference["full_steps"], "mpc": mpc,
                      "feed_forward": feed_forward}
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import envs
-from agents.mpc import (REFERENCE_KEYS, MPCConfig, PlannedTrackingEnv, TrackingPlanner, comic_reward,
+from agents.mpc import (COMIC_TERMS, REFERENCE_KEYS, MPCConfig, PlannedTrackingEnv, TrackingPlanner, comic_reward,
                         interpolation_matrix)
 from agents.config import ConfigError
 from tests.test_cli import assert_one_line_error, scalars
@@ -46,6 +46,9 @@ def test_rollout_and_score_reproduce_the_environment(env):
         mine, error = comic_reward(features, reference)
         assert mine[0] == pytest.approx(reward, abs=1e-6)
         assert error[0] == pytest.approx(env._env.task._termination_error, abs=1e-9)
+        terms = planner.reward_terms()   # what this step earned, term by term
+        assert sum(terms[name] for name in COMIC_TERMS) == pytest.approx(reward, abs=1e-6)
+        assert terms["joints_velocity"] == pytest.approx(0.5 * np.exp(-0.1 * terms["joints_velocity_error"]))
 
 
 def test_interpolation_and_warm_start_shift():
@@ -64,7 +67,8 @@ def test_interpolation_and_warm_start_shift():
 
 @pytest.mark.parametrize("bad", [{"method": "mppi"}, {"horizon": 0}, {"knots": 11, "horizon": 10},
                                  {"noise_std": float("nan")}, {"method": "cem", "elites": 40},
-                                 {"warm_start_decay": 1.5}, {"warm_start_decay": -0.1}])
+                                 {"warm_start_decay": 1.5}, {"warm_start_decay": -0.1},
+                                 {"joint_velocity_weight": -1e-3}])
 def test_bad_settings(bad):
     with pytest.raises(ConfigError):
         MPCConfig(**bad).validate()
