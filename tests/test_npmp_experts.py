@@ -61,6 +61,8 @@ def test_train_resume_skip_and_report(tmp_path, local_ray):
     # a resumed run keeps its settings: a different --set is refused before any training
     with pytest.raises(ConfigError, match="hidden"):
         experts.train_expert(SNIPPETS[0], root, 400, overrides={"hidden": "32,32"})
+    with pytest.raises(ConfigError, match="update_every"):   # a schedule setting is compared with the saved schedule
+        experts.train_expert(SNIPPETS[0], root, 400, overrides={"schedule.update_every": "2"})
     with pytest.raises(ConfigError, match="not an expert"):
         experts.train_expert(SNIPPETS[0], root, 400, family="humanoid-track-time")
 
