@@ -158,9 +158,33 @@ def report(result: dict) -> str:
                          f"{median('fraction', 'feed_forward'):.2f} | "
                          f"{median('reward_per_step', 'feed_forward'):.2f} | "
                          f"{median('relative_return', 'feed_forward'):.2f} |")
+        lines += reward_terms_table(groups, list(result["snippets"].values()))
     if result.get("missing"):
         lines.append(f"Not measured yet: {', '.join(result['missing'])}.")
     return "\n".join(lines)
+
+
+def reward_terms_table(groups: dict[str, list], everything: list) -> list[str]:
+    from agents.mpc import COMIC_WEIGHTS
+
+    """Where the planner's reward per step goes: per kind, the median over snippets of each CoMic term's mean per
+    step (of its maximum) and the median joint-velocity error E (the term is 0.5 exp(-0.1 E)); snippets measured
+    before the terms were recorded are left out."""
+    with_terms = {name: [r for r in rows if "reward_terms_per_step" in r["mpc"]]
+                  for name, rows in [*sorted(groups.items()), ("**all**", everything)]}
+    if not with_terms["**all**"]:
+        return []
+    lines = ["", "Where the planner's reward per step goes (median over snippets of each term's mean per step; "
+             "its maximum in brackets):", "",
+             "| kind | snippets | " + " | ".join(f"{name.replace('_', ' ')} ({top})" for name, top in COMIC_WEIGHTS.items())
+             + " | joint-velocity error E (median) |", "|---|---|" + "---|" * (len(COMIC_WEIGHTS) + 1)]
+    for name, rows in with_terms.items():
+        if rows:
+            terms = " | ".join(f"{statistics.median(r['mpc']['reward_terms_per_step'][t] for r in rows):.3f}"
+                               for t in COMIC_WEIGHTS)
+            error = statistics.median(r["mpc"]["median_joints_velocity_error"] for r in rows)
+            lines.append(f"| {name} | {len(rows)} | {terms} | {error:.0f} |")
+    return lines
 
 
 def value(row: dict, key: str, who: str) -> float:

@@ -270,6 +270,19 @@ def test_expert_benchmark_report_groups_snippets_by_kind():
     # 2 walks, mean length 90, 1 tracked to the end, median fraction tracked (1.0 + 0.5) / 2
     assert walk.split(" | ")[1:5] == ["2", "90", "1", "0.75"]
     assert next(line for line in lines if line.startswith("| **all** |")).split(" | ")[1:4] == ["4", "62", "2"]
+    assert not any("reward per step goes" in line for line in lines)   # no terms recorded: no terms table
+
+    # snippets with the reward's terms recorded get a table of where the reward goes, the others are left out of it
+    for sid, error in (("07_01-0", 100.0), ("08_02-0-mirror", 300.0)):
+        table[sid]["mpc"].update(median_joints_velocity_error=error, reward_terms_per_step={
+            "termination": 0.3, "center_of_mass": 0.02, "joints_velocity": 0.5 * np.exp(-0.1 * error),
+            "appendages": 0.01, "body_quaternions": 0.17})
+    lines = experts.report({"snippets": table}).splitlines()
+    terms = lines[lines.index(next(line for line in lines if "reward per step goes" in line)) + 2:]
+    assert terms[0].startswith("| kind | snippets | termination (0.5) |")
+    walk = next(line for line in terms if line.startswith("| walk |")).split(" | ")
+    assert walk[1:3] == ["2", "0.300"] and walk[-1] == "200 |"    # the median of the two walks' E
+    assert not any(line.startswith("| run |") for line in terms)
 
 
 def test_expert_benchmark_reads_another_mocap_file(tmp_path):
