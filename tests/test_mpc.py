@@ -105,6 +105,24 @@ def test_train_mpc_logs_tracking_and_rejects_other_envs(cli, tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
+def test_joint_velocity_shaping_charges_the_summed_squared_velocity_error(env):
+    """``joint_velocity_weight`` W lowers a candidate's score by W x E summed over the horizon, E the squared
+    joint-velocity error the reward's term exp(-0.1 E) is made of."""
+    plain = TrackingPlanner(env, MPCConfig(threads=1, horizon=5, candidates=3, method="ps"))
+    shaped = TrackingPlanner(env, MPCConfig(threads=1, horizon=5, candidates=3, method="ps",
+                                            joint_velocity_weight=0.01))
+    state = full_state(plain.model, env.physics.data.ptr)
+    corrections = np.random.default_rng(0).normal(scale=0.1, size=(3, 5, len(plain.actuators)))
+    states = plain._rollout(state, corrections, env.time_step)
+    reference = plain._reference(np.arange(env.time_step + 1, env.time_step + 6))
+    nq, nv = plain.model.nq, plain.model.nv
+    qpos, qvel = states[..., 1:1 + nq].reshape(15, nq), states[..., 1 + nq:1 + nq + nv].reshape(15, nv)
+    error = ((plain.features(qpos, qvel)["joints_velocity"].reshape(3, 5, -1) - reference["joints_velocity"]) ** 2
+             ).sum(axis=(1, 2))
+    assert (error > 0).all()
+    np.testing.assert_allclose(shaped._score(states, reference), plain._score(states, reference) - 0.01 * error)
+
+
 def test_the_warm_start_decays(env):
     """The kept plan, shifted one step, is scaled by ``warm_start_decay`` before the next step's search: with the
     nominal as the only candidate, the plan executed is exactly that."""
