@@ -9,7 +9,9 @@ Each records ``steps_tracked`` (steps before the episode ended), ``tracked_to_en
 and ``relative_return`` = return / (``MAX_COMIC_REWARD`` x ``full_steps``), the return of kinematic playback (a
 perfect tracker earns 1.45 per step; ``full_steps`` is the episode length when never terminated). The planner also
 records ``seconds_per_control_step`` (wall time per planning step on ``cores`` threads; ``cores`` = the rollout
-threads of one planner) and its predicted return per step.
+threads of one planner), its predicted return per step, and where its reward goes: ``reward_terms_per_step`` (each
+CoMic term's mean per step, agents/mpc.py ``comic_terms``) and ``median_joints_velocity_error`` (E of the
+joint-velocity term 0.5 exp(-0.1 E)); ``--report`` tabulates them per kind of snippet.
 
 Targets (issue 13) over the shipped snippets and their mirrors: >= 90 % tracked to the end; median relative return
 >= 0.7. ``summary`` reports them; ``missing`` lists snippets not run yet.
