@@ -105,6 +105,12 @@ def test_mpc_experts_collect_distill_and_evaluate_without_any_training(tmp_path,
     # the planner's feedback law gives LFPC its Jacobians
     assert npmp_main(["distill", "--data", str(data), *TINY_MODEL, "--scheme", "lfpc", "--out", str(tmp_path / "x")]) == 0
     assert npmp_main(["collect", "--experts", "mpc", "--snippets", "no_such_snippet", "--data", str(data)]) == 2
+    # no perturbation rollouts: refused before any rollout (each part estimates Delta from them)
+    capsys.readouterr()
+    zero = tmp_path / "zero.h5"
+    assert npmp_main(["collect", "--experts", "mpc", "--snippets", TRAIN, "--data", str(zero), "--trajectories", "2",
+                      "--perturbation-trajectories", "0", "--processes", "1", *planner]) == 2
+    assert "--perturbation-trajectories" in capsys.readouterr().err and not zero.with_suffix(".parts").exists()
     # DAgger: the primitives drive, the planner labels; the data gains their episodes, the old file is kept
     relabelled = tmp_path / "dagger.h5"
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(out), "--out", str(relabelled),

@@ -215,6 +215,11 @@ def collection_jobs(args) -> tuple[list, dict]:
 
     snippets, lqr = [*args.snippets, *args.held_out], None
     mocap = str(args.mocap) if args.mocap else None
+    # checked before any rollout: every part file estimates Delta from these, and a late error loses the rollouts
+    if not 1 <= args.perturbation_trajectories <= args.trajectories:
+        raise ConfigError(f"need 1 <= --perturbation-trajectories <= --trajectories (LFPC's perturbation "
+                          f"distribution is estimated from them), got {args.perturbation_trajectories} and "
+                          f"{args.trajectories}")
     if args.experts == "mpc":   # held-out clips need no data: evaluation runs closed loop from the reference
         check_snippets(args.snippets, mocap)
         check_snippets(args.held_out)

@@ -499,8 +499,8 @@ def collect_planner(snippet: str, trajectories: int, action_noise_std: float, pe
 
 def collect_from(expert, trajectories: int, action_noise_std: float, perturbation_trajectories: int, seed: int,
                  with_jacobians: bool) -> dict:
-    if trajectories < 1 or not 0 <= perturbation_trajectories <= trajectories:
-        raise ConfigError(f"need trajectories >= 1 and 0 <= perturbation_trajectories <= trajectories, got "
+    if trajectories < 1 or not 1 <= perturbation_trajectories <= trajectories:
+        raise ConfigError(f"need trajectories >= 1 and 1 <= perturbation_trajectories <= trajectories, got "
                           f"{trajectories} and {perturbation_trajectories}")
     env = expert.make_env(seed)
     rng = np.random.default_rng(seed)
