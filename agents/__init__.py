@@ -54,12 +54,10 @@ def resolve_config(name: str, overrides: dict[str, str]):
 def resolve(name: str, overrides: dict[str, str]):
     """(agent config, schedule) for agent ``name`` from ``--set``-style ``overrides`` of either: the schedule starts
     from the agent's own (``AgentClass.schedule``)."""
-    from agents.schedule import FIELDS
+    from agents.schedule import split_schedule
 
-    schedule = {k.removeprefix("schedule."): v for k, v in overrides.items()
-                if k in FIELDS or k.startswith("schedule.")}
-    config = resolve_config(name, {k: v for k, v in overrides.items() if k not in FIELDS
-                                   and not k.startswith("schedule.")})
+    schedule, own = split_schedule(overrides)
+    config = resolve_config(name, own)
     schedule = apply_overrides(agent_class(name).schedule, schedule)
     schedule.validate(config.sequence_length)
     return config, schedule

@@ -266,10 +266,9 @@ class TrackingPlanner:
     def reward_terms(self) -> dict[str, float]:
         """The CoMic reward's terms (``comic_terms``) that the environment's current state earns against the
         reference frame it is compared with, i.e. what the last ``env.step`` was rewarded, term by term."""
-        data, t = self.env.physics.data, self.env.time_step
+        data = self.env.physics.data
         features = self.features(np.array(data.qpos)[None], np.array(data.qvel)[None])
-        reference = {k: v[[t]] for k, v in self.env.clip_reference().items() if k in REFERENCE_KEYS}
-        terms, _ = comic_terms(features, reference)
+        terms, _ = comic_terms(features, self._reference(np.array([self.env.time_step])))
         return {name: float(value[0]) for name, value in terms.items()}
 
     def _servo_commands(self, states: np.ndarray) -> np.ndarray:

@@ -41,3 +41,11 @@ class Schedule:
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Schedule))
+
+
+def split_schedule(overrides: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(the schedule's ``--set`` pairs, named without their optional ``schedule.`` prefix; the other pairs)."""
+    schedule = {k.removeprefix("schedule."): v for k, v in overrides.items()
+                if k in FIELDS or k.startswith("schedule.")}
+    rest = {k: v for k, v in overrides.items() if k not in FIELDS and not k.startswith("schedule.")}
+    return schedule, rest

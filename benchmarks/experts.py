@@ -167,11 +167,11 @@ def report(result: dict) -> str:
 
 
 def reward_terms_table(groups: dict[str, list], everything: list) -> list[str]:
-    from agents.mpc import COMIC_WEIGHTS
-
     """Where the planner's reward per step goes: per kind, the median over snippets of each CoMic term's mean per
     step (of its maximum) and the median joint-velocity error E (the term is 0.5 exp(-0.1 E)); snippets measured
     before the terms were recorded are left out."""
+    from agents.mpc import COMIC_WEIGHTS
+
     with_terms = {name: [r for r in rows if "reward_terms_per_step" in r["mpc"]]
                   for name, rows in [*sorted(groups.items()), ("**all**", everything)]}
     if not with_terms["**all**"]:

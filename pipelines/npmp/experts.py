@@ -101,20 +101,17 @@ def _check_same_settings(run_dir: Path, family: str, seed: int, overrides: dict[
     """A resumed run keeps its saved config: ``seed`` and ``--set`` values must agree with it."""
     from agents.config import ConfigError, apply_overrides
     from agents.loop import RunConfig, load_run_config
-    from agents.schedule import FIELDS as SCHEDULE_FIELDS
+    from agents.schedule import split_schedule
 
     run, agent_config = load_run_config(run_dir)
     expected_env = f"{family}:{run_dir.name}"
     if run.env != expected_env or run.agent != AGENT:
         raise ConfigError(f"{run_dir} holds a {run.agent} run on {run.env}, not an expert ({AGENT} on {expected_env})")
     run_fields = {f.name for f in dataclasses.fields(RunConfig)}
-    scheduled = {k: v for k, v in overrides.items() if k in SCHEDULE_FIELDS or k.startswith("schedule.")}
-    wanted_run = apply_overrides(dataclasses.replace(run, seed=seed),
-                                 {k: v for k, v in overrides.items() if k in run_fields})
-    wanted_run = dataclasses.replace(wanted_run, schedule=apply_overrides(
-        run.schedule, {k.removeprefix("schedule."): v for k, v in scheduled.items()}))
-    wanted_agent = apply_overrides(agent_config, {k: v for k, v in overrides.items()
-                                                  if k not in run_fields and k not in scheduled})
+    scheduled, rest = split_schedule(overrides)
+    wanted_run = apply_overrides(dataclasses.replace(run, seed=seed), {k: v for k, v in rest.items() if k in run_fields})
+    wanted_run = dataclasses.replace(wanted_run, schedule=apply_overrides(run.schedule, scheduled))
+    wanted_agent = apply_overrides(agent_config, {k: v for k, v in rest.items() if k not in run_fields})
     differ = [f"{k}={getattr(wanted_run, k)!r} (saved {getattr(run, k)!r})" for k in [*run_fields - {"steps"}]
               if getattr(wanted_run, k) != getattr(run, k)]
     differ += [f"{f.name}={getattr(wanted_agent, f.name)!r} (saved {getattr(agent_config, f.name)!r})"
