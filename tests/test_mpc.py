@@ -301,6 +301,12 @@ def test_expert_benchmark_report_groups_snippets_by_kind():
     walk = next(line for line in terms if line.startswith("| walk |")).split(" | ")
     assert walk[1:3] == ["2", "0.300"] and walk[-1] == "200 |"    # the median of the two walks' E
     assert not any(line.startswith("| run |") for line in terms)
+    # what the relative-return target asks of the velocity term: at that E, with every other term at its maximum,
+    # the reward per step is exactly the target's share of playback's 1.45
+    ceiling = next(line for line in terms if line.startswith("Without the joint-velocity term"))
+    largest_error = float(ceiling.split("E <= ")[1].split()[0])
+    assert "relative return of 0.655" in ceiling
+    assert abs((0.95 + 0.5 * np.exp(-0.1 * largest_error)) / 1.45 - experts.RELATIVE_TARGET) < 1e-3
 
 
 def test_expert_benchmark_reads_another_mocap_file(tmp_path):
