@@ -44,9 +44,9 @@ def episode_gaps(executed: np.ndarray, labels: np.ndarray, edge: int) -> dict:
             "middle": float(middle.mean()) if len(middle) else float("nan"), "last": float(gap[-edge:].mean())}
 
 
-def last_round(path: Path, edge: int, only: list[str] | None = None) -> dict:
+def last_round(path: Path, edge: int, only: list[str] | None = None, required: bool = True) -> dict | None:
     """The last DAgger round of one data file (its episodes on ``only`` where given): its settings and the medians
-    of ``episode_gaps`` over its episodes."""
+    of ``episode_gaps`` over its episodes; None for a file without a round unless ``required``."""
     from agents.config import ConfigError
     from pipelines.npmp.data import NPMPDataset
 
@@ -54,7 +54,11 @@ def last_round(path: Path, edge: int, only: list[str] | None = None) -> dict:
         dataset = NPMPDataset(path)
     except (ConfigError, OSError) as e:
         fail(f"{path}: {e}")
-    rounds = dataset.meta.get("relabelled") or fail(f"{path} has no DAgger round (python -m pipelines.npmp relabel)")
+    rounds = dataset.meta.get("relabelled")
+    if not rounds:
+        if required:
+            fail(f"{path} has no DAgger round (python -m pipelines.npmp relabel; --fit alone reads any collection)")
+        return None
     latest = rounds[-1]
     count = int(latest["trajectories"])
     # rounds record their snippets since 2026-11-27; before, every snippet with relabelled episodes was in them
@@ -117,7 +121,7 @@ def training_fit(path: Path, primitives: Path, edge: int, only: list[str] | None
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("data", type=Path, nargs="+", help="data files written by relabel")
+    p.add_argument("data", type=Path, nargs="+", help="data files written by relabel (with --fit: or by collect)")
     p.add_argument("--snippets", nargs="+", help="only these snippets' episodes (default: all the round's)")
     p.add_argument("--edge", type=int, default=20, help="steps at each end of an episode")
     p.add_argument("--fit", type=Path, metavar="PRIMITIVES",
@@ -129,9 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     missing = [str(d) for d in args.data if not d.is_file()]
     if missing:
         fail(f"no such data file: {', '.join(missing)}")
-    rows = {str(path): last_round(path, args.edge, args.snippets) for path in args.data}
-    print(f"squared gap between executed action and label, per action dimension (median over episodes; "
-          f"first / middle / last {args.edge} steps)")
+    rows = {str(path): row for path in args.data
+            if (row := last_round(path, args.edge, args.snippets, required=args.fit is None)) is not None}
+    if rows:
+        print(f"squared gap between executed action and label, per action dimension (median over episodes; "
+              f"first / middle / last {args.edge} steps)")
     for path, r in rows.items():
         print(f"{path}: driver {r['driver']}, labeller {r['labeller']}, noise {r['noise_std']:g} "
               f"(adds {r['noise_std'] ** 2:.4f}); {r['episodes']} episodes of a median {r['median_steps']:.0f} steps: "

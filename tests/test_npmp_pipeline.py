@@ -269,6 +269,10 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     from benchmarks.npmp_dagger_gap import main as gap_main
 
     assert gap_main([str(planned), "--edge", "3", "--results", str(tmp_path / "gap.json")]) == 0
+    # the fit alone reads a collection without DAgger rounds (there is no round's gap to report)
+    assert gap_main([str(data), "--edge", "3", "--fit", str(primitives), "--results", str(tmp_path / "fit0.json")]) == 0
+    alone = json.loads((tmp_path / "fit0.json").read_text())
+    assert alone["rounds"] == {} and alone["fit"]["data"][str(data)]["collected"]["episodes"] == 1
     gap = json.loads((tmp_path / "gap.json").read_text())["rounds"][str(planned)]
     assert gap["episodes"] == 1 and gap["labeller"] == "planner" and gap["median_first"] > 0
     expected = float(((dagger["actions"][:3] - dagger["mean_actions"][:3]) ** 2).mean())
