@@ -120,6 +120,7 @@ def bounded_quat_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 COMIC_WEIGHTS = {"termination": 0.5, "center_of_mass": 0.05, "joints_velocity": 0.5, "appendages": 0.075,
                  "body_quaternions": 0.325}
 COMIC_TERMS = tuple(COMIC_WEIGHTS)
+JOINTS_VELOCITY_SCALE = 0.1   # the joint-velocity term is exp(-JOINTS_VELOCITY_SCALE * E) (dm_control's comic reward)
 
 
 def comic_terms(features: dict[str, np.ndarray], reference: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray],
@@ -139,7 +140,7 @@ def comic_terms(features: dict[str, np.ndarray], reference: dict[str, np.ndarray
     quats = bounded_quat_distance(features["body_quaternions"], reference["body_quaternions"])
     closeness = {"termination": 1.0 - error / TERMINATION_ERROR_THRESHOLD,
                  "center_of_mass": np.exp(-10.0 * squared("center_of_mass", -1)),
-                 "joints_velocity": np.exp(-0.1 * velocity_error),
+                 "joints_velocity": np.exp(-JOINTS_VELOCITY_SCALE * velocity_error),
                  "appendages": np.exp(-40.0 * squared("appendages", (-2, -1))),
                  "body_quaternions": np.exp(-2.0 * np.sum(quats ** 2, axis=-1))}
     terms = {name: COMIC_WEIGHTS[name] * value for name, value in closeness.items()}

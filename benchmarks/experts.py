@@ -193,14 +193,14 @@ def reward_terms_table(groups: dict[str, list], everything: list) -> list[str]:
 def velocity_term_needed(relative_target: float) -> str:
     """What the relative-return target asks of the joint-velocity term, from the reward's weights alone: without
     that term a tracker perfect in everything else earns (1.45 - 0.5) / 1.45 of playback's return."""
-    from agents.mpc import COMIC_WEIGHTS
+    from agents.mpc import COMIC_WEIGHTS, JOINTS_VELOCITY_SCALE
 
     total, velocity = sum(COMIC_WEIGHTS.values()), COMIC_WEIGHTS["joints_velocity"]
     ceiling = (total - velocity) / total
     needed = relative_target * total - (total - velocity)   # per step, every other term at its maximum
     if needed <= 0:
         return f"Without the joint-velocity term the relative return can reach {ceiling:.3f}."
-    largest_error = 10.0 * math.log(velocity / needed)      # the term is velocity * exp(-0.1 E)
+    largest_error = math.log(velocity / needed) / JOINTS_VELOCITY_SCALE
     return (f"Without the joint-velocity term no tracker exceeds a relative return of {ceiling:.3f}: "
             f"{relative_target} needs that term to pay at least {needed:.3f} per step, a joint-velocity error "
             f"E <= {largest_error:.1f} with every other term at its maximum.")

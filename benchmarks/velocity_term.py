@@ -28,6 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from agents.mpc import JOINTS_VELOCITY_SCALE  # noqa: E402
 from benchmarks.runs import fail, write_json  # noqa: E402
 
 CONTROL_TIMESTEP = 0.03
@@ -68,7 +69,8 @@ def velocity_errors(states: np.ndarray, reference_angles: np.ndarray, reference_
     per_joint = squared.mean(0)
     groups = {group: float(sum(per_joint[i] for i, name in enumerate(names) if name.endswith(suffixes)))
               for group, suffixes in GROUPS.items()}
-    return {"steps": n, "E": float(np.median(error)), "velocity_term": float(np.median(np.exp(-0.1 * error))),
+    return {"steps": n, "E": float(np.median(error)),
+            "velocity_term": float(np.median(np.exp(-JOINTS_VELOCITY_SCALE * error))),
             "jitter": float(np.median(((velocities[1:-1] - own) ** 2).sum(1))),
             "motion": float(np.median(((own - reference_velocities[1:-1]) ** 2).sum(1))),
             "lagged": lagged, "joints": dict(sorted(groups.items(), key=lambda kv: -kv[1]))}
