@@ -1,6 +1,8 @@
 """Motion capture (envs/mocap): AMC -> walker conversion (joint mapping by name, floor height, HDF5 schema),
 snippet cutting, mirroring, and the tracking env -- kinematic playback of the reference scores the maximum
 CoMic reward, doing nothing falls and terminates."""
+from pathlib import Path
+
 import h5py
 import numpy as np
 import pytest
@@ -8,7 +10,7 @@ from dm_control.locomotion.mocap import loader
 
 import envs
 from envs import EnvError
-from envs.mocap import convert, tracking
+from envs.mocap import bvh, convert, tracking
 
 WALK = "07_01"          # CMU subject 7 walk, 2.63 s
 TURN = "01_01"          # forward jumps and a turn around, 22.9 s
@@ -471,3 +473,54 @@ def test_time_indexed_and_residual_expert_tasks():
     assert steps >= 20
     with pytest.raises(EnvError, match="residual_scale"):
         envs.make(f"humanoid-track-residual:{WALK}-0", residual_scale=5.0)
+
+
+BVH_HEAD = Path(__file__).parent / "data" / "07_01_first_frames.bvh"   # 07_01 in the CMU BVH release: its hierarchy,
+#                                                     the release's T-pose frame and the clip's first three frames
+
+
+def amc_frames(text: str, count: int) -> list[list[float]]:
+    """The first ``count`` frames of AMC text as parse_amc reads them: each frame's values in line order."""
+    frames, current = [], None
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) == 1 and words[0].isdigit():
+            current = []
+            frames.append(current)
+        elif current is not None and words:
+            current.extend(float(w) for w in words[1:])
+    return frames[:count]
+
+
+def test_bvh_release_converts_back_to_the_clips_amc():
+    """07_01 exists in both forms: the BVH frames converted back give the AMC's values, bone by bone in the AMC's
+    order, to the BVH's 4 decimals (its T-pose frame dropped); a clip bent about an axis its dofs lack is refused."""
+    amc, residual = bvh.bvh_to_amc(BVH_HEAD)
+    assert residual < 1e-3
+    converted = amc_frames(amc, 4)
+    original = amc_frames((convert.SOURCE_DIR / f"{WALK}.amc").read_text(), 3)
+    assert len(converted) == 3
+    np.testing.assert_allclose(converted, original, atol=2e-3)
+    assert [line.split()[0] for line in amc.splitlines()[3:32]] == list(bvh.AMC_BONE_ORDER)
+
+
+def test_bvh_bad_input_is_one_error(tmp_path, capsys):
+    text = BVH_HEAD.read_text()
+    cases = {
+        "rate.bvh": text.replace("Frame Time: .0083333", "Frame Time: .0333333"),
+        "short.bvh": text.replace("Frames: 4", "Frames: 5"),
+        "knee.bvh": text.replace("0.0000 -0.0000 -0.0000 -0.0990", "0.0000 30.0000 -0.0000 -0.0990", 1),  # a knee
+        #                                                                  turned about its own long axis
+    }
+    expected = {"rate.bvh": "120 Hz", "short.bvh": "header promises 5 frames", "knee.bvh": "dofs do not have"}
+    for name, body in cases.items():
+        path = tmp_path / name
+        path.write_text(body)
+        with pytest.raises(SystemExit) as exit_info:
+            bvh.main([str(path), "--out-dir", str(tmp_path / "out")])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error:") and expected[name] in err[0], err
+    assert not (tmp_path / "out").exists()      # nothing written when an input is bad
+    assert bvh.main([str(BVH_HEAD), "--out-dir", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "07_01_first_frames.amc").read_text() == bvh.bvh_to_amc(BVH_HEAD)[0]
