@@ -524,3 +524,18 @@ def test_bvh_bad_input_is_one_error(tmp_path, capsys):
     assert not (tmp_path / "out").exists()      # nothing written when an input is bad
     assert bvh.main([str(BVH_HEAD), "--out-dir", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "07_01_first_frames.amc").read_text() == bvh.bvh_to_amc(BVH_HEAD)[0]
+
+
+def test_shipped_walking_turn_converts_from_bvh_and_turns_left(converter, tmp_path):
+    """16_27 ("walk, 90-degree left turn") is shipped as BVH: the converter reads it like an AMC clip, and the walker's
+    reference turns left by about 90 degrees in its 2 s (its mirror, right)."""
+    source = convert.REPO / "data" / "mocap" / "bvh"
+    assert convert.clip_path(source, "16_27").suffix == ".bvh"
+    qpos, _ = converter.walker_qpos(convert.clip_path(source, "16_27"))
+    assert len(qpos) == 68                                        # 243 frames at 120 Hz, resampled to 0.03 s
+    turn = np.degrees(convert.heading_change(qpos, converter.kinematics))
+    assert 80 < turn < 95, turn
+    mirrored = convert.mirror_qpos(qpos, converter.kinematics)
+    np.testing.assert_allclose(np.degrees(convert.heading_change(mirrored, converter.kinematics)), -turn, atol=1.0)
+    with pytest.raises(convert.ConversionError, match="no .amc or .bvh clips"):
+        convert.convert_clips(tmp_path, tmp_path / "out.h5")

@@ -88,6 +88,7 @@ import datetime
 import math
 import os
 import re
+import tempfile
 from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -98,6 +99,7 @@ import numpy as np  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE_DIR = REPO / "data" / "mocap" / "cmu"
+CLIP_PATTERNS = ("*.amc", "*.bvh")   # AMC clips, and BVH clips of the CMU release (envs/mocap/bvh.py)
 DEFAULT_OUTPUT = REPO / "data" / "mocap" / "cmu_snippets.h5"
 CONTROL_TIMESTEP = 0.03
 MAX_SNIPPET_SECONDS = 6.0
@@ -119,17 +121,38 @@ class ConversionError(ValueError):
 
 
 def amc_to_cmu_qpos(amc_path: Path, timestep: float = CONTROL_TIMESTEP) -> tuple[np.ndarray, list[str]]:
-    """The clip as ``humanoid_CMU`` qpos, shape (frames, 63), resampled to ``timestep``; and the hinge names."""
+    """The clip as ``humanoid_CMU`` qpos, shape (frames, 63), resampled to ``timestep``; and the hinge names. A
+    ``.bvh`` path (the CMU BVH release) is first converted back to AMC (``envs.mocap.bvh``)."""
     from dm_control.suite import humanoid_CMU
     from dm_control.suite.utils import parse_amc
 
-    if not Path(amc_path).is_file():
-        raise ConversionError(f"no AMC file at {amc_path}")
+    from envs.mocap.bvh import BVHError, bvh_to_amc
+
+    amc_path = Path(amc_path)
+    if not amc_path.is_file():
+        raise ConversionError(f"no clip file at {amc_path}")
     physics = humanoid_CMU.Physics.from_xml_string(*humanoid_CMU.get_model_and_assets())
-    qpos = parse_amc.convert(str(amc_path), physics, timestep).qpos.T.copy()
+    if amc_path.suffix == ".bvh":
+        try:
+            text, _ = bvh_to_amc(amc_path)
+        except BVHError as e:
+            raise ConversionError(str(e)) from None
+        with tempfile.TemporaryDirectory() as folder:   # parse_amc reads a file
+            amc_path = Path(folder) / f"{amc_path.stem}.amc"
+            amc_path.write_text(text)
+            qpos = parse_amc.convert(str(amc_path), physics, timestep).qpos.T.copy()
+    else:
+        qpos = parse_amc.convert(str(amc_path), physics, timestep).qpos.T.copy()
     qpos[:, 3:7] /= np.linalg.norm(qpos[:, 3:7], axis=1, keepdims=True)
     names = [n for n in physics.named.data.qpos.axes.row.names if n != "root"]
     return qpos, names
+
+
+def clip_path(source_dir: Path, clip: str) -> Path:
+    """``<clip>.amc`` in ``source_dir``, else ``<clip>.bvh``; a missing clip names the AMC it looked for."""
+    amc = Path(source_dir) / f"{clip}.amc"
+    bvh = amc.with_suffix(".bvh")
+    return bvh if not amc.is_file() and bvh.is_file() else amc
 
 
 def map_joints(values: np.ndarray, source_names: list[str], target_names: list[str]) -> np.ndarray:
@@ -681,7 +704,7 @@ def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None
     lasts past ``end`` is also written bent only between them (``curve_qpos``, 5d). ``curve_style``: ``pivot``
     (``curve_qpos``) or ``stepped`` (``step_turn_qpos``, 5e)."""
     source_dir = Path(source_dir)
-    clips = clips or sorted(p.stem for p in source_dir.glob("*.amc"))
+    clips = clips or sorted({p.stem for pattern in CLIP_PATTERNS for p in source_dir.glob(pattern)})
     if any(not (math.isfinite(rate) and rate > 0) for rate in curves):
         raise ConversionError(f"curve rates must be positive degrees per second, got {list(curves)}")
     for option, chosen, needed, what in (("--curve-clips", curve_clips, curves, "--curve RATE (the rates to bend "
@@ -708,7 +731,7 @@ def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None
     if loop_seconds and not (math.isfinite(loop_seconds) and loop_seconds > 0 and is_looped(loop_suffix(loop_seconds))):
         raise ConversionError(f"--loop must be a positive plain decimal number of seconds, got {loop_seconds}")
     if not clips:
-        raise ConversionError(f"no .amc clips in {source_dir}")
+        raise ConversionError(f"no .amc or .bvh clips in {source_dir}")
     converter = Converter()
     dt = converter.timestep
 
@@ -719,7 +742,7 @@ def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None
 
     snippets, meta = {}, {}
     for clip in clips:
-        qpos, plane = converter.walker_qpos(source_dir / f"{clip}.amc")
+        qpos, plane = converter.walker_qpos(clip_path(source_dir, clip))
         for k, (start, end) in enumerate(cut_snippets(len(qpos), dt)):
             captured = [(f"{clip}-{k}", qpos[start:end], False)]
             if mirror:
@@ -783,7 +806,7 @@ def convert_clips(source_dir: Path, output: Path, clips: list[str] | None = None
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m envs.mocap.convert", description=__doc__.splitlines()[0])
-    parser.add_argument("--source", type=Path, default=SOURCE_DIR, help="folder of CMU .amc clips")
+    parser.add_argument("--source", type=Path, default=SOURCE_DIR, help="folder of CMU clips (.amc, or .bvh of the CMU BVH release)")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="HDF5 file to write")
     parser.add_argument("--clips", nargs="*", help="clip names (e.g. 07_01); default: every .amc in --source")
     parser.add_argument("--mirror", action="store_true",
