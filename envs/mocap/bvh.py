@@ -120,6 +120,9 @@ def bvh_to_amc(bvh_path: Path, asf_path: Path = TEMPLATE_ASF) -> tuple[str, floa
     for name, channels in joints:
         columns[BVH_TO_ASF[name]] = (start, channels)
         start += len(channels)
+    missing = [bone for bone in AMC_BONE_ORDER if bone not in columns or (bone != "root" and bone not in bones)]
+    if missing:
+        raise BVHError(f"{bvh_path}: no channels or no ASF bone for {', '.join(missing)} (is it another skeleton?)")
     dofs, residual = {}, 0.0
     for bone in AMC_BONE_ORDER:
         first, channels = columns[bone]
