@@ -1,7 +1,7 @@
 """CMU clips from the BVH release -> the AMC text that ``envs.mocap.convert`` reads (dm_control's ``parse_amc``).
 
 Why: the CMU clips this project holds as AMC (``data/mocap/cmu``) walk and run straight; none turns while walking.
-The CMU database has walking turns (e.g. 16_27 "walk, 90-degree left turn", 69_26 "walk forward, 90 degree turn"),
+The CMU database has walking turns (e.g. 16_27 "walk, 90-degree left turn", 69_26 "walk forward 90 degree left turn"),
 but the copies within reach are the BVH release made by B. Hahne with ``amc2bvh`` (MotionBuilder joint names, a
 T-pose added as frame 0, the other frames untouched). This module inverts that conversion exactly.
 
@@ -16,7 +16,7 @@ the same axes and dofs). A bone whose dofs cannot express M (a knee bent about a
 from another skeleton: the largest such leftover angle is reported, and above ``MAX_RESIDUAL_DEG`` the conversion
 stops with an error.
 
-    python -m envs.mocap.bvh data/mocap/bvh/16_27.bvh data/mocap/bvh/69_26.bvh --out-dir data/mocap/turns
+    python -m envs.mocap.bvh data/mocap/bvh/16_27.bvh data/mocap/bvh/69_26.bvh --out-dir /tmp/amc
 """
 from __future__ import annotations
 

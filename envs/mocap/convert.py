@@ -132,16 +132,14 @@ def amc_to_cmu_qpos(amc_path: Path, timestep: float = CONTROL_TIMESTEP) -> tuple
     if not amc_path.is_file():
         raise ConversionError(f"no clip file at {amc_path}")
     physics = humanoid_CMU.Physics.from_xml_string(*humanoid_CMU.get_model_and_assets())
-    if amc_path.suffix == ".bvh":
-        try:
-            text, _ = bvh_to_amc(amc_path)
-        except BVHError as e:
-            raise ConversionError(str(e)) from None
-        with tempfile.TemporaryDirectory() as folder:   # parse_amc reads a file
+    with tempfile.TemporaryDirectory() as folder:
+        if amc_path.suffix == ".bvh":                    # parse_amc reads a file: the AMC text goes to one
+            try:
+                text, _ = bvh_to_amc(amc_path)
+            except BVHError as e:
+                raise ConversionError(str(e)) from None
             amc_path = Path(folder) / f"{amc_path.stem}.amc"
             amc_path.write_text(text)
-            qpos = parse_amc.convert(str(amc_path), physics, timestep).qpos.T.copy()
-    else:
         qpos = parse_amc.convert(str(amc_path), physics, timestep).qpos.T.copy()
     qpos[:, 3:7] /= np.linalg.norm(qpos[:, 3:7], axis=1, keepdims=True)
     names = [n for n in physics.named.data.qpos.axes.row.names if n != "root"]
@@ -808,7 +806,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m envs.mocap.convert", description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, default=SOURCE_DIR, help="folder of CMU clips (.amc, or .bvh of the CMU BVH release)")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="HDF5 file to write")
-    parser.add_argument("--clips", nargs="*", help="clip names (e.g. 07_01); default: every .amc in --source")
+    parser.add_argument("--clips", nargs="*", help="clip names (e.g. 07_01); default: every .amc and .bvh in --source")
     parser.add_argument("--mirror", action="store_true",
                         help="also write each snippet's mirror image, id <snippet-id>-mirror (doubles the file)")
     parser.add_argument("--curve", type=float, nargs="*", default=[], metavar="DEG_PER_S",
