@@ -12,10 +12,11 @@ def _registry() -> dict[str, type]:
     from agents.sql import SQLAgent
     from agents.dqn import DQNAgent
     from agents.svg0 import SVG0Agent
-    from agents.npmp import NPMPAgent
+    from agents.npmp import NPMPAgent, NPMPClipsAgent
     from agents.mpc import MPCAgent
 
-    return {"sql": SQLAgent, "svg0": SVG0Agent, "dqn": DQNAgent, "npmp": NPMPAgent, "mpc": MPCAgent}
+    return {"sql": SQLAgent, "svg0": SVG0Agent, "dqn": DQNAgent, "npmp": NPMPAgent, "npmp-clips": NPMPClipsAgent,
+            "mpc": MPCAgent}
 
 
 def names() -> list[str]:

@@ -120,17 +120,24 @@ def seed_everything(seed: int) -> None:
 def evaluate(agent, env, layout: ObsLayout, episodes: int, seed: int, record: bool = False):
     """Mean return of the deterministic policy (the Gaussian's mode) over ``episodes``; frames of the first."""
     returns, frames = [], []
+    # a wrapper that runs several control steps per action (priors.reuse.ClipChoiceActionEnv) draws each of them
+    # through its observer, so that the video plays at the control rate
+    per_control_step = hasattr(env, "observer")
     for episode in range(episodes):
         obs, _ = env.reset(seed=seed + episode)
         total, done = 0.0, False
+        if per_control_step:
+            env.observer = (lambda inner, _: frames.append(inner.render())) if record and episode == 0 else None
         while not done:
-            if record and episode == 0:
+            if record and episode == 0 and not per_control_step:
                 frames.append(env.render())
             action, _ = agent.act(layout.flatten(obs), deterministic=True)
             obs, reward, terminated, truncated, _ = env.step(action)
             total += reward
             done = terminated or truncated
         returns.append(total)
+    if per_control_step:
+        env.observer = None
     return float(np.mean(returns)), frames
 
 
@@ -345,15 +352,18 @@ class Trainer:
                 episode_return[stream], episode_length[stream] = 0.0, 0
                 seen.append(flat)
             previous, actor_before = self.env_steps, self.actor_steps
-            self.env_steps += len(experience.transitions) * run.action_repeat
+            # a wrapper whose one step runs several control steps of its own (priors.reuse.ClipChoiceActionEnv)
+            # says how many; otherwise each transition is action_repeat of them
+            taken = sum(int(t.info.get("control_steps", run.action_repeat)) for t in experience.transitions)
+            self.env_steps += taken
             self.actor_steps += len(experience.transitions)
-            bar.update(len(experience.transitions) * run.action_repeat)
+            bar.update(taken)
             for t in experience.transitions:
                 if not math.isfinite(t.reward):
                     raise TrainingDiverged(f"environment {run.env} returned a non-finite reward {t.reward}")
                 self.replay.add(t.action, t.log_prob, t.reward, t.terminated, t.obs, t.over, stream=t.stream)
                 episode_return[t.stream] += t.reward
-                episode_length[t.stream] += 1
+                episode_length[t.stream] += int(t.info.get("control_steps", 1))
                 seen.append(t.obs)
                 if t.over:
                     self.episodes += 1

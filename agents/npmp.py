@@ -38,10 +38,11 @@ from pathlib import Path
 import torch
 
 from agents.config import ConfigError
+from agents.dqn import DQNAgent, DQNConfig
 from agents.svg0 import SVG0Agent, SVG0Config
 from envs.mocap.convert import CURVE_STYLES, curve_suffix
 from priors.npmp import DEFAULT_PRIMITIVES, ModuleFileError, load_primitives
-from priors.reuse import LATENT_MODES, LatentActionEnv, YawRateActionEnv
+from priors.reuse import LATENT_MODES, ClipChoiceActionEnv, LatentActionEnv, YawRateActionEnv
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +119,67 @@ class NPMPAgent(SVG0Agent):
             raise ConfigError(f"primitives {config.primitives}: {e}") from None
 
 
+MOCAP = Path(__file__).resolve().parents[1] / "data" / "mocap"
+
+
+@dataclasses.dataclass(frozen=True)
+class NPMPClipsConfig(DQNConfig):
+    primitives: str = str(DEFAULT_PRIMITIVES)  # a primitives directory (priors/npmp save_primitives)
+    clips: str = "07_01-0-loop26:30,16_27-0,16_27-0-mirror"   # the choices, CLIP[:FRAMES] (parse_clip_choices); the
+                                                               # first (a walk) starts every episode
+    clip_mocap: str = f"{MOCAP / 'cmu_walk_loop.h5'},{MOCAP / 'cmu_turns.h5'}"   # the files holding them
+    start_frames: int = 30       # frames of the first clip before the first choice
+
+    def __post_init__(self):   # resolved once, so that --resume from elsewhere finds the files
+        object.__setattr__(self, "primitives", str(Path(self.primitives).expanduser().resolve()))
+        object.__setattr__(self, "clip_mocap", ",".join(str(Path(p).expanduser().resolve())
+                                                        for p in self.clip_mocap.split(",") if p))
+
+    def validate(self) -> None:
+        super().validate()
+        parse_clip_choices(self.clips.split(","))
+        if not self.clip_mocap:
+            raise ConfigError("clip_mocap must name the mocap files holding the clips")
+        if self.start_frames < 3:
+            raise ConfigError(f"start_frames must be >= 3, got {self.start_frames}")
+
+
+class NPMPClipsAgent(DQNAgent):
+    """A high level that chooses which clip the frozen primitives imitate next (a departure from seed 000 §8.4,
+    whose high level outputs z; docs/npmp.md, "A high level that chooses clips"): DQN (agents/dqn.py) over the
+    choices of ``clips``, acting through ``priors.reuse.ClipChoiceActionEnv``; every episode starts on the first
+    clip's first frame. One action lasts until the chosen clip's frames are nearly used up (about a second)."""
+
+    Config = NPMPClipsConfig
+
+    @staticmethod
+    def acts_through_controller(config: NPMPClipsConfig) -> bool:
+        return True
+
+    @staticmethod
+    def env_options(config: NPMPClipsConfig) -> dict:
+        clips, _ = parse_clip_choices(config.clips.split(","))
+        where = clip_files(config.clip_mocap.split(","))
+        if clips[0] not in where:
+            raise ConfigError(f"{clips[0]} in none of {config.clip_mocap}")
+        return {"start_snippet": clips[0], "ref_path": where[clips[0]]}
+
+    @staticmethod
+    def wrap_env(env, config: NPMPClipsConfig, device, action_repeat: int = 1):
+        if action_repeat != 1:
+            raise ConfigError("npmp-clips: one action already lasts a clip's segment; action_repeat must be 1")
+        clips, frames = parse_clip_choices(config.clips.split(","))
+        graph, _ = clip_graph(clips, config.clip_mocap.split(","))
+        try:
+            model, meta = load_primitives(config.primitives, device)
+            return ClipChoiceActionEnv(env, model, graph, clips, clips[0], meta["obs_groups"], config.start_frames,
+                                       segment_frames=frames)
+        except ModuleFileError as e:
+            raise ConfigError(f"primitives: {e}") from None
+        except ValueError as e:
+            raise ConfigError(f"npmp-clips: {e}") from None
+
+
 def walk_references(walk: str, arc_rate: float, mocap: str, device="cpu", style: str = "pivot") -> dict:
     """The walk and its two arcs at ``arc_rate`` deg/s in ``mocap`` as the encoder reads them: ``{"straight",
     "left", "right"} -> Reference`` of (states, root) tensors on ``device`` (``YawRateActionEnv``'s
@@ -141,3 +203,51 @@ def walk_references(walk: str, arc_rate: float, mocap: str, device="cpu", style:
         references[side] = Reference(torch.as_tensor(played.states, device=device),
                                      torch.as_tensor(played.root, device=device))
     return references
+
+
+def parse_clip_choices(clips: list[str]) -> tuple[list[str], dict[str, int]]:
+    """``CLIP[:FRAMES]`` items -> (clip ids, clip -> FRAMES where given): a choice that follows a long clip (a looped
+    walk) for at most FRAMES frames (``priors.reuse.ClipChoiceActionEnv``); ConfigError if malformed."""
+    ids, frames = [], {}
+    for item in clips:
+        clip, _, count = item.partition(":")
+        if not clip or (count and (not count.isdigit() or int(count) < 12)):
+            raise ConfigError(f"clips are CLIP or CLIP:FRAMES with FRAMES a whole number >= 12, got {item!r}")
+        ids.append(clip)
+        if count:
+            frames[clip] = int(count)
+    if not ids or len(set(ids)) != len(ids):
+        raise ConfigError(f"need one or more distinct clips, got {', '.join(clips) or 'none'}")
+    return ids, frames
+
+
+def clip_files(mocap: list[str]) -> dict[str, str]:
+    """clip id -> the first of the mocap files ``mocap`` that holds it; ConfigError for a missing or bad file."""
+    from envs import EnvError
+    from envs.mocap.tracking import snippet_ids
+
+    where = {}
+    for path in mocap:
+        try:
+            for clip in snippet_ids(path, augmented=True):
+                where.setdefault(clip, str(path))
+        except (EnvError, OSError) as e:
+            raise ConfigError(f"mocap file {path}: {str(e).splitlines()[0]}") from None
+    return where
+
+
+def clip_graph(clips: list[str], mocap: list[str], **graph_options):
+    """(``priors.npmp.reference.ClipGraph`` of ``clips`` as the encoder reads them, clip -> its mocap file);
+    ConfigError where a clip is in none of ``mocap``."""
+    from envs.mocap.tracking import reference_playback
+    from priors.npmp.reference import ClipGraph
+
+    where = clip_files(mocap)
+    missing = [c for c in clips if c not in where]
+    if missing:
+        raise ConfigError(f"{', '.join(missing)} in none of {', '.join(map(str, mocap))}")
+    try:
+        graph = ClipGraph({clip: reference_playback(clip, 0, where[clip]) for clip in clips}, **graph_options)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    return graph, {clip: where[clip] for clip in clips}

@@ -243,3 +243,116 @@ class YawRateActionEnv(gym.Wrapper):
             info["episode_metrics"] = {**info.get("episode_metrics", {}),
                                        "steer/mean_abs_rate": self._abs_rate_sum / self._t}
         return self._observe(self._obs), reward, terminated, truncated, info
+
+
+CLIP_OBS = "clip"   # the observation group of the clip being followed (ClipChoiceActionEnv)
+
+
+class ClipChoiceActionEnv(gym.Wrapper):
+    """A policy that chooses which clip the primitives imitate next (issue 13; docs/npmp.md, "A high level that
+    chooses clips"). A departure from seed 000 §8.4, whose high level outputs z: the action is an index into
+    ``choices`` (clip ids of ``graph``, ``priors.npmp.reference.ClipGraph``); the chain of clips the walker follows
+    (``ReferenceChain``) is continued with that clip from its best-matching entry to its end (or for
+    ``segment_frames[clip]`` frames: a long looped walk taken a stride or two at a time), and the frozen
+    primitives' own encoder reads the chain, as when they imitate a clip they are shown: z_t = the encoder's mean
+    given z_{t-1}, the proprio state and the chain's frames t+1..t+K; the environment receives clip(decoder mean,
+    -1, 1). One step of this environment runs until ``lead`` frames of the chain are left (the next choice is then
+    made while the walker still has frames to follow), or the episode ends; rewards are summed.
+
+    Every episode starts on the first frame of ``start_clip`` (``envs.locomotion`` ``start_snippet``): the chain
+    begins with its first ``start_frames`` frames. The observation gains the group ``clip``: the one-hot of the last
+    choice (zeros before the first). ``info``: ``clip``, ``entry`` (the frame it was entered at), ``match`` (the
+    entry's distance, ``ClipGraph.entry``) and ``control_steps`` (control steps run: the training loop counts
+    these as environment steps); ``observer``, when set, is called with
+    (the unwrapped environment, steps so far) after every control step (to draw an episode); on an episode's last step ``info["episode_metrics"]``
+    gains ``clips/segments`` and ``clips/mean_match``."""
+
+    def __init__(self, env: gym.Env, model, graph, choices: list[str], start_clip: str, obs_groups: dict[str, int],
+                 start_frames: int = 30, lead: int | None = None, segment_frames: dict[str, int] | None = None):
+        super().__init__(env)
+        spaces = env.observation_space.spaces
+        check_fits(env, "the primitives' decoder", obs_groups, model.config.action_dim)
+        unknown = [c for c in [*choices, start_clip] if c not in graph.references]
+        if not choices or unknown:
+            raise ValueError(f"choices must be clips of the graph ({', '.join(graph.references)}); got "
+                             f"{', '.join(choices) or 'none'}")
+        if CLIP_OBS in spaces:
+            raise ValueError(f"the environment already has an observation group {CLIP_OBS!r}")
+        self.lead = model.config.lookahead + 3 if lead is None else int(lead)
+        if self.lead < model.config.lookahead:
+            raise ValueError(f"lead must be at least the primitives' look-ahead ({model.config.lookahead}), got "
+                             f"{self.lead}")
+        self.model, self.graph, self.choices, self.groups = model, graph, list(choices), list(obs_groups)
+        self.start_clip, self.start_frames = start_clip, start_frames
+        self.segment_frames = dict(segment_frames or {})
+        if any(n <= self.lead for n in self.segment_frames.values()):
+            raise ValueError(f"segment_frames must each exceed lead ({self.lead}), got {self.segment_frames}")
+        self.device = next(model.parameters()).device
+        self.observation_space = gym.spaces.Dict({**spaces, CLIP_OBS: gym.spaces.Box(0.0, 1.0, (len(choices),),
+                                                                                      np.float32)})
+        self.action_space = gym.spaces.Discrete(len(choices))
+        self._obs, self._t, self._z, self.chain, self._choice, self._matches = None, 0, None, None, None, []
+        self.observer = None   # called with (the unwrapped environment, steps so far) after every control step
+
+    def _observe(self, obs):
+        onehot = np.zeros(len(self.choices), np.float32)
+        if self._choice is not None:
+            onehot[self._choice] = 1.0
+        return {**obs, CLIP_OBS: onehot}
+
+    def reset(self, **kwargs):
+        from priors.npmp.reference import ReferenceChain
+
+        self._obs, info = self.env.reset(**kwargs)
+        self.chain = ReferenceChain(self.model, self.graph, self.start_clip, self.start_frames)
+        self._t, self._choice, self._matches = 0, None, []
+        self._z = torch.zeros(self.model.config.latent_dim, device=self.device)
+        return self._observe(self._obs), info
+
+    @torch.no_grad()
+    def low_level_action(self) -> np.ndarray:
+        state = torch.as_tensor(np.concatenate([np.asarray(self._obs[g], np.float32).ravel() for g in self.groups]),
+                                device=self.device)
+        self._z, _ = self.model.encode_step(self._z, torch.cat([state, self.chain.read(self._t)]))
+        mean, _ = self.model.decode(state, self._z)
+        return mean.clamp(-1.0, 1.0).cpu().numpy()
+
+    def get_state(self) -> dict | None:
+        """The episode in progress; None where the wrapped environment cannot capture its own."""
+        capture = getattr(self.env.unwrapped, "get_state", None)
+        inner = capture() if capture is not None else None
+        return None if inner is None else {"env": inner, "obs": self._obs, "t": self._t, "z": self._z.clone(),
+                                           "segments": [list(s) for s in self.chain.segments],
+                                           "choice": self._choice, "matches": list(self._matches)}
+
+    def set_state(self, state: dict) -> None:
+        """Continue the episode ``get_state`` captured."""
+        self.env.unwrapped.set_state(state["env"])
+        self._obs, self._t, self._z = state["obs"], state["t"], state["z"].clone()
+        from priors.npmp.reference import ReferenceChain
+
+        self.chain = ReferenceChain.from_segments(self.model, self.graph, state["segments"])
+        self._choice, self._matches = state["choice"], list(state["matches"])
+
+    def step(self, action):
+        choice = int(np.asarray(action).reshape(-1)[0])
+        if not 0 <= choice < len(self.choices):
+            raise ValueError(f"action must be a choice index in [0, {len(self.choices)}), got {action!r}")
+        entry, match = self.chain.append(self.choices[choice], self.segment_frames.get(self.choices[choice]))
+        self._choice = choice
+        self._matches.append(match)
+        reward, steps, terminated, truncated, info = 0.0, 0, False, False, {}
+        while len(self.chain) - self._t > self.lead:
+            self._obs, r, terminated, truncated, info = self.env.step(self.low_level_action())
+            self._t += 1
+            steps += 1
+            reward += r
+            if self.observer is not None:
+                self.observer(self.env.unwrapped, self._t)
+            if terminated or truncated:
+                break
+        info = {**info, "clip": self.choices[choice], "entry": entry, "match": match, "control_steps": steps}
+        if terminated or truncated:
+            info["episode_metrics"] = {**info.get("episode_metrics", {}), "clips/segments": len(self._matches),
+                                       "clips/mean_match": float(np.mean(self._matches))}
+        return self._observe(self._obs), reward, terminated, truncated, info

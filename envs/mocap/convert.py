@@ -363,6 +363,41 @@ def mirror_qpos(qpos: np.ndarray, kinematics: WalkerKinematics) -> np.ndarray:
     return out
 
 
+def snippet_qpos(ref_path: Path, snippet: str) -> np.ndarray:
+    """The walker qpos (frames, 7 + joints) of ``snippet`` in a mocap file this module wrote."""
+    with h5py.File(ref_path, "r") as f:
+        if snippet not in f:
+            raise ConversionError(f"no snippet {snippet!r} in {ref_path}")
+        walker = f[snippet]["walkers"]["walker_0"]
+        return np.ascontiguousarray(np.concatenate([np.asarray(walker[field], np.float64).T
+                                                    for field in ("position", "quaternion", "joints")], axis=1))
+
+
+def chain_qpos(pieces: list[np.ndarray]) -> np.ndarray:
+    """Walker qpos pieces (frames, 7 + joints) played one after the other: each piece turned about the vertical
+    and moved on the floor so that its first frame stands where the chain's next frame would have (the last
+    frame's step, in position and heading, repeated). Joint angles, root height and tilt are the piece's own: a
+    piece should begin where the one before ends (``pipelines.npmp chain`` enters each clip at its best match)."""
+    if not pieces or any(len(p) < 2 for p in pieces[1:]) or not len(pieces[0]):
+        raise ConversionError("a chain needs a first piece and further pieces of at least 2 frames each")
+    out = [np.array(pieces[0], np.float64, order="C", copy=True)]
+    for piece in pieces[1:]:
+        last = out[-1][-1]
+        before = out[-1][-2] if len(out[-1]) > 1 else last
+        turn_step = wrap_angle(yaw(last[3:7]) - yaw(before[3:7]))
+        turn = yaw(last[3:7]) + turn_step - yaw(piece[0, 3:7])
+        cos, sin = math.cos(turn), math.sin(turn)
+        piece = np.ascontiguousarray(piece, np.float64)
+        moved = piece.copy()
+        xy = (piece[:, :2] - piece[0, :2]) @ np.array([[cos, -sin], [sin, cos]]).T
+        moved[:, :2] = 2 * last[:2] - before[:2] + xy
+        turn_quat = np.array([math.cos(turn / 2), 0.0, 0.0, math.sin(turn / 2)])
+        for t in range(len(moved)):
+            mujoco.mju_mulQuat(moved[t, 3:7], turn_quat, piece[t, 3:7])
+        out.append(moved)
+    return np.concatenate(out)
+
+
 def curve_qpos(qpos: np.ndarray, yaw_rate: float, dt: float = CONTROL_TIMESTEP,
                window: tuple[float, float] | None = None) -> np.ndarray:
     """The snippet qpos (frames, 7 + joints) bent into an arc at ``yaw_rate`` radians per second (counter-clockwise

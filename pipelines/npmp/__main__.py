@@ -8,6 +8,7 @@
     python -m pipelines.npmp merge A.h5 B.h5 --out D.h5            # collections of other snippets made elsewhere
     python -m pipelines.npmp evaluate --primitives data/primitives/npmp --out runs/npmp/report.json
     python -m pipelines.npmp half --primitives P --out P16                 # float16 weights: half the file
+    python -m pipelines.npmp chain --mocap M --chain A=WALK:60,TURN --out C.h5   # chains of clips as snippets
     python -m pipelines.npmp all --steps 12000                     # the four stages above, resumable
 
 Every stage takes ``--address`` (a Ray cluster; default: a local one) where it fans out over snippets.
@@ -178,6 +179,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     e.add_argument("--latent-iterations", type=int, default=300)
     e.add_argument("--no-write-meta", action="store_true",
                    help="do not copy the evaluation numbers into the primitives' meta.json")
+    ch = sub.add_parser("chain", help="chains of clips, as a high level that chooses clips builds them, written as "
+                                      "new snippets (for the planner to track and teach)")
+    ch.add_argument("--mocap", type=Path, nargs="+", required=True, help="mocap files holding the clips")
+    ch.add_argument("--chain", action="append", required=True, metavar="NAME=CLIP:FRAMES,CLIP[:FRAMES],...",
+                    help="a chain: the first clip's first FRAMES frames, then each clip from its best entry, to its "
+                         "end or for FRAMES frames (pipelines/npmp/chains.py)")
+    ch.add_argument("--out", type=Path, required=True, help="the new mocap file")
     h = sub.add_parser("half", help="a copy of primitives with 16-bit weights (half the file; for shipping)")
     h.add_argument("--primitives", type=Path, required=True)
     h.add_argument("--out", type=Path, required=True, help="the new primitives directory (must differ)")
@@ -550,6 +558,11 @@ def main(argv=None) -> int:
             print(f"merged {len(args.inputs)} files into {merged}")
         elif args.command == "evaluate":
             evaluate(args)
+        elif args.command == "chain":
+            from pipelines.npmp.chains import write_chains
+
+            write_chains(args.mocap, args.chain, args.out)
+            print(f"wrote {len(args.chain)} chains to {args.out}")
         elif args.command == "half":
             half(args)
         elif args.command == "all":

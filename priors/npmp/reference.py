@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import torch
 
 from priors.npmp.model import reference_path
@@ -86,3 +88,144 @@ def bent_reference_input(model, references: dict, arc_rate: float):
         return torch.cat([ahead.flatten(), reference_path(local, offsets)[0]])
 
     return read
+
+
+class ClipGraph:
+    """The clips primitives were taught, and where one may follow another: a motion graph (Kovar, Gleicher and
+    Pighin 2002, "Motion graphs") over the encoder's own inputs (issue 13; docs/npmp.md, "A high level that chooses
+    clips"). A departure from seed 000 §8.4, whose high level outputs z: here it chooses which clip the frozen
+    primitives imitate next, and they imitate it as they imitate any clip they are shown.
+
+    ``references``: clip id -> ``Reference`` (numpy; ``envs.mocap.tracking.reference_playback``). A clip is entered at
+    the frame whose ``window`` frames best match the last ``window`` frames already chosen (mean squared difference of
+    the proprio states, each dimension standardised over all the clips' frames). A clip can only be entered where at
+    least ``min_segment`` frames and ``turn_share`` of its whole turn (root heading, start to end) lie ahead, so that
+    a turning clip is entered before its turn, not after it."""
+
+    def __init__(self, references: dict, window: int = 3, min_segment: int = 20, turn_share: float = 0.8):
+        if not references:
+            raise ValueError("a clip graph needs at least one clip")
+        if window < 1 or min_segment < window + 1 or not 0.0 <= turn_share <= 1.0:
+            raise ValueError(f"need window >= 1, min_segment > window and turn_share in [0, 1], got {window}, "
+                             f"{min_segment}, {turn_share}")
+        self.references, self.window = dict(references), window
+        frames = np.concatenate([np.asarray(r.states, np.float64) for r in self.references.values()])
+        self._mean, self._scale = frames.mean(0), frames.std(0) + 1e-3
+        self.entries = {}
+        for clip, ref in self.references.items():
+            if len(ref.states) < min_segment + window:
+                raise ValueError(f"clip {clip} has {len(ref.states)} frames, fewer than min_segment + window = "
+                                 f"{min_segment + window}")
+            turn = np.unwrap(np.asarray(ref.root[:, 2], np.float64))
+            ahead = np.abs(turn[-1] - turn)
+            total = abs(turn[-1] - turn[0])
+            last = len(ref.states) - min_segment - window
+            allowed = [j for j in range(last + 1) if ahead[j + window] >= turn_share * total - 1e-9]
+            self.entries[clip] = np.array(allowed)
+
+    def standardise(self, states: np.ndarray) -> np.ndarray:
+        return (np.asarray(states, np.float64) - self._mean) / self._scale
+
+    def entry(self, recent: np.ndarray, clip: str) -> tuple[int, float]:
+        """(the first frame of ``clip`` to follow ``recent``, the last ``window`` states chosen, and the match's
+        distance): the frame after the best-matching window among the allowed entries."""
+        if clip not in self.references:
+            raise KeyError(f"no clip {clip!r} in the graph (it has {', '.join(self.references)})")
+        states, recent = self.standardise(self.references[clip].states), self.standardise(recent[-self.window:])
+        starts = self.entries[clip]
+        windows = np.stack([states[j:j + self.window] for j in starts])
+        distance = np.mean((windows - recent[None]) ** 2, axis=(1, 2))
+        best = int(np.argmin(distance))
+        return int(starts[best]) + self.window, float(distance[best])
+
+
+class ReferenceChain:
+    """The reference a clip graph's walker follows, grown a segment at a time: frame t of the chain is what the
+    walker should be at on control step t. It starts with ``start_frames`` of ``start_clip`` (the episode starts on
+    that clip's first frame); ``append(clip)`` continues it with ``clip`` from its best entry to its end, the root's
+    poses moved so that the path goes on from where the chain ends. ``read(t)`` is what the encoder reads at step t
+    (``reference_input``'s look-ahead; primitives with ``path_offsets`` read the chain's path)."""
+
+    def __init__(self, model, graph: ClipGraph, start_clip: str, start_frames: int):
+        if start_clip not in graph.references:
+            raise KeyError(f"no clip {start_clip!r} in the graph (it has {', '.join(graph.references)})")
+        start = graph.references[start_clip]
+        if not graph.window <= start_frames <= len(start.states):
+            raise ValueError(f"start_frames must lie in [{graph.window}, {len(start.states)}], got {start_frames}")
+        self.model, self.graph = model, graph
+        self.states = [np.asarray(start.states[:start_frames], np.float32)]
+        self.root = [np.asarray(start.root[:start_frames], np.float64)]
+        self.segments = [(start_clip, 0, start_frames)]   # (clip, first frame, frames) of each segment
+        self._states = np.concatenate(self.states)
+        self._root = np.concatenate(self.root)
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def append(self, clip: str, frames: int | None = None) -> tuple[int, float]:
+        """Continue with ``clip`` (``ClipGraph.entry``) to its end, or for at most ``frames`` frames; returns
+        (entry frame, match distance)."""
+        j, distance = self.graph.entry(self._states, clip)
+        stop = len(self.graph.references[clip].states) if frames is None else \
+            min(len(self.graph.references[clip].states), j + int(frames))
+        self.extend(clip, j, stop - j)
+        return j, distance
+
+    def extend(self, clip: str, first: int, frames: int) -> None:
+        """Continue with ``frames`` frames of ``clip`` from frame ``first`` (what ``append`` does once it has chosen
+        the entry; ``segments`` replayed through it rebuild a chain)."""
+        ref = self.graph.references[clip]
+        stop = first + frames
+        if not 0 <= first < stop <= len(ref.states):
+            raise ValueError(f"clip {clip} has frames [0, {len(ref.states)}), not [{first}, {stop})")
+        root = np.asarray(ref.root[first:stop], np.float64)
+        # the new segment's first pose goes where the chain's next pose would have been (its last step repeated)
+        last = self._root[-1]
+        before = self._root[-2] if len(self._root) > 1 else last
+        turn = np.remainder(last[2] - before[2] + np.pi, 2 * np.pi) - np.pi
+        anchor = np.array([*(2 * last[:2] - before[:2]), last[2] + turn])
+        self.root.append(move_poses(root, root[0], anchor))
+        self.states.append(np.asarray(ref.states[first:stop], np.float32))
+        self.segments.append((clip, first, frames))
+        self._states = np.concatenate(self.states)
+        self._root = np.concatenate(self.root)
+
+    @classmethod
+    def from_segments(cls, model, graph: ClipGraph, segments) -> "ReferenceChain":
+        """The chain whose ``segments`` (clip, first frame, frames) these are."""
+        (start, first, frames), *rest = segments
+        if first != 0:
+            raise ValueError(f"a chain starts on its first clip's first frame, not frame {first}")
+        chain = cls(model, graph, start, frames)
+        for clip, first, frames in rest:
+            chain.extend(clip, int(first), int(frames))
+        return chain
+
+    def copy(self) -> "ReferenceChain":
+        other = object.__new__(ReferenceChain)
+        other.__dict__.update(self.__dict__)
+        other.states, other.root, other.segments = list(self.states), list(self.root), list(self.segments)
+        return other
+
+    def root_poses(self) -> np.ndarray:
+        """The chain's root floor poses [len, 3] (x, y, heading) in the chain's own frame."""
+        return self._root
+
+    def read(self, t: int) -> torch.Tensor:
+        config, last = self.model.config, len(self) - 1
+        device = next(self.model.parameters()).device
+        ahead = torch.as_tensor(self._states[[min(t + j, last) for j in range(1, config.lookahead + 1)]],
+                                device=device)
+        if not config.path_offsets:
+            return ahead.flatten()
+        index = [min(t + j, last) for j in range(max(config.path_offsets) + 1)]
+        local = torch.as_tensor(self._root[index], dtype=torch.float32, device=device)
+        return torch.cat([ahead.flatten(), reference_path(local, config.path_offsets)[0]])
+
+
+def move_poses(poses: np.ndarray, source: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Floor poses [N, 3] (x, y, heading) moved rigidly so that the pose ``source`` lands on ``target``."""
+    turn = target[2] - source[2]
+    cos, sin = np.cos(turn), np.sin(turn)
+    dx, dy = poses[:, 0] - source[0], poses[:, 1] - source[1]
+    return np.stack([target[0] + cos * dx - sin * dy, target[1] + sin * dx + cos * dy, poses[:, 2] + turn], axis=-1)

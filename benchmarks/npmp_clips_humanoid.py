@@ -1,0 +1,215 @@
+"""Targets reached on `humanoid` by primitives that a high level steers by choosing clips (issue 13; docs/npmp.md,
+"A high level that chooses clips").
+
+The headline task (``humanoid``: one target at a time, anywhere in the 8 m square at least 2 m from the walker,
+reached when the walker stays within 1 m of it for 10 steps, after which it moves; 25 s; a fall ends the episode)
+with every episode started on the first frame of the first clip of ``--clips`` and the walker driven by
+``priors.reuse.ClipChoiceActionEnv``: each high-level action chooses which of ``--clips`` (walks and real walking
+turns the primitives were taught) the primitives imitate next, entered where it best matches the chain so far
+(``priors.npmp.reference.ClipGraph``). Scripted controllers, no learning, to show what the primitives allow through
+this interface:
+- ``walk``: always the first clip (a walk): targets reached by walking into them, the chance level;
+- ``nearest``: the clip whose path, laid from where the walker is, leaves it nearest the target (through it, or
+  the distance left plus the turn still needed toward it; the path of the reference, not of the walker: no
+  simulation);
+- ``planned``: each clip tried with the simulator itself from the captured episode (the segment it gives, then
+  ``--depth`` - 1 more segments of the clip ``nearest`` would choose), and the one that does not fall, earns the
+  most reward (steps on a target) and ends nearest the target is followed.
+Reported per primitives, controller and episode (seeds 0..N-1, the same targets and start for every controller):
+targets reached, steps (of 834), whether it fell, the step the first target was reached, the segments and how often
+each clip was chosen, the mean entry match, how far the walker turned (degrees, counter-clockwise positive), and
+the first target's distance (m) and bearing (degrees) at the start.
+
+    python benchmarks/npmp_clips_humanoid.py --mocap data/mocap/cmu_snippets.h5 data/mocap/cmu_turns.h5 \\
+        --clips 07_01-0 16_27-0 16_27-0-mirror --primitives runs/turns/u5_s1 --episodes 10
+
+Results are kept per primitives, controller and episode: a rerun measures only what the file lacks. ``--frames DIR``
+draws the chosen episodes again (seeded, deterministic physics) as PNG strips of the walker's back camera, a frame
+every second: ``<primitives>__<controller>__<episode>.png``.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.npmp_steer_humanoid import target_bearing  # noqa: E402
+from benchmarks.runs import Strip, fail, resumed_results, write_json  # noqa: E402
+
+CONTROLLERS = ("walk", "nearest", "planned")
+
+
+def walker_pose(env) -> np.ndarray:
+    """The walker's root floor pose (x, y, heading in rad), in the convention of the chain's root poses."""
+    from envs.mocap.tracking import heading
+
+    qpos = env.unwrapped.physics.data.qpos
+    return np.array([qpos[0], qpos[1], heading(qpos[3:7])])
+
+
+def target_position(env) -> np.ndarray:
+    return np.asarray(env.unwrapped.task.objective.positions(env.unwrapped.physics)[0, :2], np.float64)
+
+
+def predicted_path(env, chain) -> np.ndarray:
+    """The chain's root positions [N, 2] from the walker's current frame on, laid in the world from where the
+    walker is (the chain's pose at the current frame moved onto the walker's)."""
+    from priors.npmp.reference import move_poses
+
+    poses = chain.root_poses()
+    t = min(env._t, len(poses) - 1)
+    return move_poses(poses[t:], poses[t], walker_pose(env))[:, :2]
+
+
+def path_cost(path: np.ndarray, target: np.ndarray) -> float:
+    """How far a laid path (the new segment's root positions [N, 2]) leaves the walker from the target: its
+    closest approach where that is within the task's 1 m, else the distance left at its end plus 1 m per radian
+    the walker would still have to turn toward the target (the walking direction: the path's last 0.3 s)."""
+    distance = np.linalg.norm(path - target, axis=1)
+    if distance.min() < 1.0:
+        return float(distance.min())
+    walking, wanted = path[-1] - path[-10], target - path[-1]
+    turn = abs(np.angle(complex(*wanted) / complex(*walking)))
+    return float(distance[-1] + turn)
+
+
+def nearest_choice(env) -> int:
+    """``nearest`` (module docstring): the choice whose laid path leaves the walker nearest the target
+    (``path_cost``)."""
+    target, best = target_position(env), (np.inf, 0)
+    for choice, clip in enumerate(env.choices):
+        chain = env.chain.copy()
+        start = len(chain)
+        chain.append(clip, env.segment_frames.get(clip))
+        path = predicted_path(env, chain)
+        best = min(best, (path_cost(path[max(0, start - env._t):], target), choice))
+    return best[1]
+
+
+def planned_choice(env, depth: int) -> int:
+    """``planned`` (module docstring)."""
+    captured, scores, observer = env.get_state(), [], env.observer
+    env.observer = None   # tries are not drawn
+    for choice in range(len(env.choices)):
+        env.set_state(captured)
+        reward, fell, action = 0.0, False, choice
+        for _ in range(depth):
+            _, r, terminated, truncated, info = env.step(action)
+            reward += float(r)
+            if terminated or truncated:
+                fell = bool(info.get("fell", False))
+                break
+            action = nearest_choice(env)
+        distance = float(np.linalg.norm(target_position(env) - walker_pose(env)[:2]))
+        scores.append((not fell, reward, -distance))
+    env.set_state(captured)
+    env.observer = observer
+    return max(range(len(scores)), key=scores.__getitem__)
+
+
+def episode(env, controller: str, seed: int, depth: int, observe=None) -> dict:
+    obs, _ = env.reset(seed=seed)
+    start = (round(float(np.hypot(*obs["task"][:2])), 2), round(target_bearing(obs["task"]), 1))
+    chosen, first, turned, last_yaw, steps = Counter(), None, 0.0, walker_pose(env)[2], 0
+    env.observer = observe
+    if observe is not None:
+        observe(env.unwrapped, 0)
+    while True:
+        choice = (0 if controller == "walk" else nearest_choice(env) if controller == "nearest"
+                  else planned_choice(env, depth))
+        chosen[env.choices[choice]] += 1
+        before = env.unwrapped.task.objective.targets_reached
+        obs, _, terminated, truncated, info = env.step(choice)
+        steps += info["control_steps"]
+        yaw = walker_pose(env)[2]
+        turned, last_yaw = turned + float(np.angle(np.exp(1j * (yaw - last_yaw)))), yaw
+        if first is None and env.unwrapped.task.objective.targets_reached > before:
+            first = steps
+        if terminated or truncated:
+            break
+    metrics = info["episode_metrics"]
+    return {"targets_reached": int(metrics["task/targets_reached"]), "steps": steps, "fell": bool(info["fell"]),
+            "first_target_step": first, "segments": int(metrics["clips/segments"]), "chosen": dict(chosen),
+            "mean_match": round(metrics["clips/mean_match"], 3), "turn_degrees": round(float(np.degrees(turned)), 1),
+            "first_target_m_and_bearing": start}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mocap", type=Path, nargs="+", required=True, help="mocap files holding the clips")
+    p.add_argument("--clips", nargs="+", required=True, metavar="CLIP[:FRAMES]",
+                   help="the clips to choose from (the first, a walk, starts every episode); with :FRAMES, a choice "
+                        "follows that clip for at most FRAMES frames (a looped walk a stride at a time)")
+    p.add_argument("--primitives", type=Path, nargs="+", required=True)
+    p.add_argument("--controllers", nargs="+", choices=CONTROLLERS, default=list(CONTROLLERS))
+    p.add_argument("--depth", type=int, default=2, help="planned: segments simulated per choice")
+    p.add_argument("--start-frames", type=int, default=30, help="frames of the first clip before the first choice")
+    p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_clips_humanoid.json")
+    p.add_argument("--frames", type=Path, help="a folder for one PNG strip per episode; measures them again")
+    args = p.parse_args(argv)
+
+    import torch
+
+    import envs
+    from envs import EnvError
+    from agents.config import ConfigError
+    from agents.npmp import clip_graph, parse_clip_choices
+    from priors.npmp import ModuleFileError, load_primitives
+    from priors.reuse import ClipChoiceActionEnv
+
+    torch.set_num_threads(1)
+    if args.episodes < 1 or args.depth < 1 or args.start_frames < 3:
+        fail("need --episodes >= 1, --depth >= 1 and --start-frames >= 3")
+    try:
+        clips, segment_frames = parse_clip_choices(args.clips)
+        graph, where = clip_graph(clips, [str(m) for m in args.mocap])
+    except ConfigError as e:
+        fail(f"--clips: {e}")
+    results = resumed_results(args.results, Path(__file__).name, argv, clips=args.clips)
+    for path in args.primitives:
+        try:
+            model, meta = load_primitives(path)
+        except (ModuleFileError, ValueError, OSError) as e:
+            fail(f"primitives {path}: {str(e).splitlines()[0]}")
+        rows = results.setdefault("primitives", {}).setdefault(str(path), {})
+        keys = {c: c if c != "planned" else f"planned, depth {args.depth}" for c in args.controllers}
+        todo = [(c, e) for c in args.controllers for e in range(args.episodes)
+                if args.frames or str(e) not in rows.get(keys[c], {})]
+        if not todo:
+            continue
+        try:
+            env = ClipChoiceActionEnv(envs.make("humanoid", seed=0, start_snippet=clips[0],
+                                                ref_path=str(where[clips[0]])),
+                                      model, graph, clips, clips[0], meta["obs_groups"], args.start_frames,
+                                      segment_frames=segment_frames)
+        except (EnvError, ModuleFileError, ValueError) as e:
+            fail(f"{path}: {str(e).splitlines()[0]}")
+        try:
+            for controller, seed in todo:
+                strip = Strip() if args.frames else None
+                row = episode(env, controller, seed, args.depth, observe=strip)
+                if strip is not None:
+                    strip.write(args.frames / f"{str(path).replace('/', '_')}__{controller}__{seed}.png")
+                rows.setdefault(keys[controller], {})[str(seed)] = row
+                write_json(args.results, results)   # after every episode
+                print(f"{path}: {keys[controller]}, episode {seed}: {row}", flush=True)
+        finally:
+            env.close()
+        for key in keys.values():
+            episodes = list(rows.get(key, {}).values())
+            print(f"{path}: {key}: {sum(e['targets_reached'] for e in episodes)} targets in {len(episodes)} "
+                  f"episodes, median {statistics.median(e['steps'] for e in episodes)} steps, "
+                  f"{sum(e['fell'] for e in episodes)} falls", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

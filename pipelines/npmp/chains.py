@@ -1,0 +1,67 @@
+"""Chains of clips written as new mocap snippets (issue 13; docs/npmp.md, "A high level that chooses clips").
+
+A high level that chooses which clip the primitives imitate next (``priors.reuse.ClipChoiceActionEnv``) shows them
+chains: a walk, then a turn entered where it best matches the walk, then the walk again... Primitives taught only
+the clips themselves fall at those joins. This writes such chains as snippets of a mocap file, so that the planner
+can track them and its laws teach the joins (``collect``, ``relabel``): each chain is built exactly as the high level
+builds it (``priors.npmp.reference.ReferenceChain``: the same entries, the same roots), and its qpos is the clips'
+own frames played one after the other (``envs.mocap.convert.chain_qpos``).
+
+    python -m pipelines.npmp chain --mocap runs/graph/walks26.h5 data/mocap/cmu_turns.h5 \\
+        --chain A=07_01-0-loop26:90,16_27-0,07_01-0-loop26:60,16_27-0-mirror --out runs/graph/chains.h5
+
+A chain is ``NAME=CLIP:FRAMES,CLIP[:FRAMES],...``: the first clip's first FRAMES frames, then each clip from its
+best entry to its end or for at most FRAMES frames.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def parse_chain(spec: str) -> tuple[str, list[tuple[str, int | None]]]:
+    """``NAME=CLIP:FRAMES,CLIP[:FRAMES],...`` -> (name, [(clip, frames or None), ...]); ValueError if malformed."""
+    name, _, body = spec.partition("=")
+    items = []
+    for item in body.split(",") if body else []:
+        clip, _, frames = item.partition(":")
+        if not clip or (frames and not frames.isdigit()):
+            raise ValueError(f"chain {spec!r}: each item is CLIP or CLIP:FRAMES (a whole number), got {item!r}")
+        items.append((clip, int(frames) if frames else None))
+    if not name or "/" in name or len(items) < 2 or items[0][1] is None:
+        raise ValueError(f"a chain is NAME=CLIP:FRAMES,CLIP[:FRAMES],... (two clips or more, the first with its "
+                         f"frames), got {spec!r}")
+    return name, items
+
+
+def write_chains(mocap: list[Path], specs: list[str], out: Path) -> dict[str, list[tuple[str, int, int]]]:
+    """Write each chain of ``specs`` (module docstring) as a snippet of ``out``; returns name -> its segments
+    (clip, first frame, frames)."""
+    from envs.mocap.convert import CONTROL_TIMESTEP, Converter, chain_qpos, snippet_qpos, write_hdf5
+    from agents.npmp import clip_graph
+    from priors.npmp.reference import ReferenceChain
+
+    chains = dict(parse_chain(spec) for spec in specs)
+    if len(chains) != len(specs):
+        raise ValueError("chain names must differ")
+    graph, where = clip_graph(sorted({clip for items in chains.values() for clip, _ in items}), mocap)
+    converter, snippets, segments, rows = Converter(), {}, {}, []
+    for name, items in chains.items():
+        chain = ReferenceChain(None, graph, items[0][0], items[0][1])
+        for clip, frames in items[1:]:
+            chain.append(clip, frames)
+        pieces = [snippet_qpos(where[clip], clip)[first:first + frames] for clip, first, frames in chain.segments]
+        # a snippet's playback ends a few frames before its last (the tracking task's min_steps): the last clip's
+        # own frames beyond the chain's end are kept, so that the snippet plays back to the chain's last frame
+        clip, first, frames = chain.segments[-1]
+        qpos = snippet_qpos(where[clip], clip)
+        pieces[-1] = qpos[first:first + frames + len(qpos) - len(graph.references[clip].states)]
+        snippets[name] = converter.features(chain_qpos(pieces))
+        segments[name] = chain.segments
+        rows.append(" ".join([name, *(f"{clip}@{first}+{frames}" for clip, first, frames in chain.segments)]))
+        print(f"{name}: {len(chain)} frames, " + ", ".join(f"{c} [{a}, {a + n})" for c, a, n in chain.segments),
+              flush=True)
+    write_hdf5(out, snippets, CONTROL_TIMESTEP, dict(
+        source="chains of clips of " + ", ".join(str(p) for p in mocap) + " (pipelines/npmp/chains.py)",
+        walker="CMUHumanoidPositionControlledV2020", control_timestep=CONTROL_TIMESTEP,
+        body_scale=converter.body_scale, chain_segments=[r.encode() for r in rows]))
+    return segments

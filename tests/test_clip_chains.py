@@ -1,0 +1,178 @@
+"""A high level that chooses clips (issue 13; docs/npmp.md, "A high level that chooses clips"): the clip graph's
+entries, the chain the encoder reads, the same chain written as a snippet for the planner, the environment whose
+action is a clip, and the benchmark on `humanoid`."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from tests.conftest import ROOT
+
+TURNS = ROOT / "data" / "mocap" / "cmu_turns.h5"
+WALK, LEFT, RIGHT = "07_01-0-loop4", "16_27-0", "16_27-0-mirror"
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    """A looped walk and the shipped walking turns, their references, a clip graph and tiny primitives."""
+    from envs.mocap import convert
+    from envs.mocap.tracking import reference_playback
+    from priors.npmp import NPMP, NPMPConfig, load_primitives, save_primitives
+    from priors.npmp.reference import ClipGraph
+
+    root = tmp_path_factory.mktemp("clips")
+    walks = root / "walks.h5"
+    assert convert.main(["--clips", "07_01", "--loop", "4", "--output", str(walks)]) == 0
+    where = {WALK: walks, LEFT: TURNS, RIGHT: TURNS}
+    references = {clip: reference_playback(clip, 0, path) for clip, path in where.items()}
+    shipped, meta = load_primitives(ROOT / "data" / "primitives" / "npmp")
+    torch.manual_seed(0)
+    model = NPMP(NPMPConfig(state_dim=shipped.config.state_dim, action_dim=shipped.config.action_dim, latent_dim=4,
+                            encoder_hidden=(16,), decoder_hidden=(16,), lookahead=2, lookahead_source="reference"))
+    save_primitives(model, root / "tiny", meta["obs_groups"], clips=[WALK])
+    return dict(root=root, walks=walks, where=where, references=references, graph=ClipGraph(references),
+                primitives=root / "tiny", obs_groups=meta["obs_groups"])
+
+
+def test_turns_are_entered_before_their_turn_and_a_clip_continues_itself_exactly(clips):
+    from envs.mocap.tracking import heading  # noqa: F401  (the roots' headings are the clips' own)
+    from priors.npmp.reference import ReferenceChain
+
+    graph, references = clips["graph"], clips["references"]
+    for clip in (LEFT, RIGHT):
+        turn = np.unwrap(references[clip].root[:, 2])
+        total = turn[-1] - turn[0]
+        assert abs(np.degrees(total)) > 70
+        for j in graph.entries[clip]:   # at least 80 % of the turn still ahead of every entry
+            assert abs(turn[-1] - turn[j + graph.window]) >= 0.8 * abs(total) - 1e-9
+        assert graph.entries[clip].max() < len(references[clip].states) - 20
+    chain = ReferenceChain(None, graph, WALK, 40)
+    assert chain.append(WALK, 30) == (40, 0.0)   # its own next frame matches exactly
+    # where the next frame would be is the last step repeated: within millimetres of where it is
+    np.testing.assert_allclose(chain.root_poses(), references[WALK].root[:70], atol=0.01)
+    np.testing.assert_array_equal(chain._states, references[WALK].states[:70])
+    entry, distance = chain.append(LEFT)
+    assert entry in graph.entries[LEFT] + graph.window and distance > 0
+    assert chain.segments == [(WALK, 0, 40), (WALK, 40, 30), (LEFT, entry, len(references[LEFT].states) - entry)]
+    poses = chain.root_poses()
+    steps = np.linalg.norm(np.diff(poses[:, :2], axis=0), axis=1)
+    assert steps.max() < 0.1   # the turn's root goes on from where the walk's ends: no jump
+    assert np.degrees(np.unwrap(poses[:, 2])[-1] - poses[69, 2]) > 60   # and turns left from there
+    with pytest.raises(KeyError, match="no clip"):
+        chain.append("09_01-0")
+
+
+def test_a_chain_written_for_the_planner_is_the_chain_the_encoder_reads(clips, capsys):
+    """``pipelines.npmp chain``: the snippet's reference (played back) has the chain's root poses and, away from
+    the joins, its states."""
+    from envs.mocap.tracking import reference_playback
+    from pipelines.npmp.__main__ import main as npmp_main
+    from priors.npmp.reference import ReferenceChain
+
+    out = clips["root"] / "chains.h5"
+    spec = f"c1={WALK}:40,{LEFT},{WALK}:30,{RIGHT}"
+    assert npmp_main(["chain", "--mocap", str(clips["walks"]), str(TURNS), "--chain", spec, "--out", str(out)]) == 0
+    assert "wrote 1 chains" in capsys.readouterr().out
+    chain = ReferenceChain(None, clips["graph"], WALK, 40)
+    for clip, frames in ((LEFT, None), (WALK, 30), (RIGHT, None)):
+        chain.append(clip, frames)
+    played = reference_playback("c1", 0, out)
+    assert len(played.states) == len(chain)
+    turn = np.angle(np.exp(1j * (played.root[:, 2] - chain.root_poses()[:, 2])))
+    np.testing.assert_allclose(played.root[:, :2], chain.root_poses()[:, :2], atol=1e-4)
+    assert np.abs(turn).max() < 1e-4
+    starts = np.cumsum([0] + [n for _, _, n in chain.segments])
+    inside = [t for a, b in zip(starts[:-1], starts[1:]) for t in range(a + 2, b - 2)]
+    # states read from whole clips against states of the chain played back: the same frames (velocities are
+    # differentiated from the snippet's own frames, so they differ next to a join)
+    assert np.median(np.abs(played.states[inside] - chain._states[inside])) < 1e-3
+    for bad, message in ((f"c2={WALK},{LEFT}", "the first with its frames"), (f"c2={WALK}:40", "two clips"),
+                         (f"c2={WALK}:4x,{LEFT}", "whole number"), (f"c2={WALK}:40,09_01-0", "09_01-0 in none")):
+        assert npmp_main(["chain", "--mocap", str(clips["walks"]), str(TURNS), "--chain", bad,
+                          "--out", str(clips["root"] / "bad.h5")]) == 2
+        assert message in capsys.readouterr().err
+    assert not (clips["root"] / "bad.h5").exists()
+
+
+def test_the_high_level_chooses_clips_and_the_primitives_follow_the_chain(clips):
+    import envs
+    from priors.npmp import load_primitives
+    from priors.reuse import CLIP_OBS, ClipChoiceActionEnv
+
+    model, _ = load_primitives(clips["primitives"])
+    env = ClipChoiceActionEnv(envs.make("humanoid", seed=0, start_snippet=WALK, ref_path=str(clips["walks"])),
+                              model, clips["graph"], [WALK, LEFT, RIGHT], WALK, clips["obs_groups"],
+                              start_frames=30, segment_frames={WALK: 20})
+    assert env.action_space.n == 3
+    obs, _ = env.reset(seed=0)
+    assert obs[CLIP_OBS].tolist() == [0.0, 0.0, 0.0]
+    obs, reward, terminated, truncated, info = env.step(0)
+    assert obs[CLIP_OBS].tolist() == [1.0, 0.0, 0.0] and info["clip"] == WALK and info["entry"] == 30
+    if not (terminated or truncated):   # ran until lead frames of the chain were left
+        assert info["control_steps"] == 30 + 20 - env.lead and len(env.chain) == 50
+        captured = env.get_state()
+        after = env.step(1)
+        env.set_state(captured)
+        again = env.step(1)
+        assert after[4]["control_steps"] == again[4]["control_steps"] and after[1] == again[1]
+        np.testing.assert_array_equal(after[0]["proprio"], again[0]["proprio"])
+    with pytest.raises(ValueError, match="choice index"):
+        env.step(3)
+    with pytest.raises(ValueError, match="choices must be clips"):
+        ClipChoiceActionEnv(envs.make("humanoid", seed=0, start_snippet=WALK, ref_path=str(clips["walks"])),
+                            model, clips["graph"], ["09_01-0"], WALK, clips["obs_groups"])
+
+
+def test_the_benchmark_on_humanoid_keeps_its_episodes_and_refuses_bad_input(clips, capsys):
+    from benchmarks.npmp_clips_humanoid import main
+
+    results = clips["root"] / "clips.json"
+    common = ["--mocap", str(clips["walks"]), str(TURNS), "--clips", f"{WALK}:20", LEFT, RIGHT,
+              "--primitives", str(clips["primitives"]), "--episodes", "1", "--results", str(results)]
+    assert main([*common, "--controllers", "walk", "nearest", "planned", "--depth", "1"]) == 0
+    rows = json.loads(results.read_text())["primitives"][str(clips["primitives"])]
+    assert sorted(rows) == ["nearest", "planned, depth 1", "walk"]
+    for row in rows.values():
+        episode = row["0"]
+        assert episode["steps"] > 0 and episode["segments"] >= 1 and sum(episode["chosen"].values()) == \
+            episode["segments"]
+    assert rows["walk"]["0"]["chosen"] == {WALK: rows["walk"]["0"]["segments"]}
+    capsys.readouterr()
+    assert main([*common, "--controllers", "walk"]) == 0
+    assert "episode 0" not in capsys.readouterr().out   # kept, not run again
+    for bad, message in ((["--clips", "09_01-0", LEFT], "09_01-0 in none"), (["--clips", f"{WALK}:5"], ">= 12"),
+                         (["--episodes", "0"], "--episodes >= 1")):
+        with pytest.raises(SystemExit) as exit_:
+            main([*common, *bad])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_dqn_high_level_chooses_clips_through_train_py(clips, capsys):
+    """``--agent npmp-clips``: the run counts control steps, not decisions, and logs the episodes' segments."""
+    import train
+    from tests.test_cli import scalars
+
+    run_dir = clips["root"] / "run"
+    code = train.main(["--env", "humanoid", "--agent", "npmp-clips", "--steps", "300", "--logdir", str(run_dir),
+                       "--set", f"primitives={clips['primitives']}", "--set", f"clips={WALK}:20,{LEFT},{RIGHT}",
+                       "--set", f"clip_mocap={clips['walks']},{TURNS}", "--set", "learning_starts=4",
+                       "--set", "batch_size=4", "--eval-every", "1000", "--eval-episodes", "1",
+                       "--video-every", "300"])
+    assert code == 0, capsys.readouterr().err
+    logged = scalars(run_dir)
+    lengths = [v for _, v in logged["train/episode_length"]]
+    segments = [v for _, v in logged["clips/segments"]]
+    assert len(lengths) == len(segments) >= 1
+    assert all(length > n for length, n in zip(lengths, segments))   # control steps, several per decision
+    assert max(step for step, _ in logged["train/episode_length"]) <= 300 + max(lengths)
+    (video,) = (run_dir / "videos").iterdir()   # drawn at the control rate, not once per decision
+    import imageio.v3 as iio
+
+    assert len(iio.imread(video)) >= 6   # every second control step of the first segment, at least
+    capsys.readouterr()
+    assert train.main(["--env", "humanoid", "--agent", "npmp-clips", "--steps", "10", "--logdir",
+                       str(clips["root"] / "bad"), "--set", "clips=09_01-0,16_27-0",
+                       "--set", f"clip_mocap={TURNS}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "09_01-0 in none" in err
