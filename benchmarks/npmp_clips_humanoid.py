@@ -30,7 +30,6 @@ every second: ``<primitives>__<controller>__<episode>.png``.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from collections import Counter
 from pathlib import Path
@@ -40,8 +39,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.npmp_steer_humanoid import target_bearing  # noqa: E402
-from benchmarks.runs import Strip, fail, resumed_results, write_json  # noqa: E402
+from benchmarks.npmp_steer_humanoid import measure_episodes, target_bearing  # noqa: E402
+from benchmarks.runs import fail, resumed_results  # noqa: E402
 
 CONTROLLERS = ("walk", "nearest", "planned")
 
@@ -192,22 +191,9 @@ def main(argv: list[str] | None = None) -> int:
                                       segment_frames=segment_frames)
         except (EnvError, ModuleFileError, ValueError) as e:
             fail(f"{path}: {str(e).splitlines()[0]}")
-        try:
-            for controller, seed in todo:
-                strip = Strip() if args.frames else None
-                row = episode(env, controller, seed, args.depth, observe=strip)
-                if strip is not None:
-                    strip.write(args.frames / f"{str(path).replace('/', '_')}__{controller}__{seed}.png")
-                rows.setdefault(keys[controller], {})[str(seed)] = row
-                write_json(args.results, results)   # after every episode
-                print(f"{path}: {keys[controller]}, episode {seed}: {row}", flush=True)
-        finally:
-            env.close()
-        for key in keys.values():
-            episodes = list(rows.get(key, {}).values())
-            print(f"{path}: {key}: {sum(e['targets_reached'] for e in episodes)} targets in {len(episodes)} "
-                  f"episodes, median {statistics.median(e['steps'] for e in episodes)} steps, "
-                  f"{sum(e['fell'] for e in episodes)} falls", flush=True)
+        measure_episodes(env, lambda controller, seed, strip: episode(env, controller, seed, args.depth,
+                                                                      observe=strip),
+                         path, todo, keys, rows, results, args.results, args.frames)
     return 0
 
 

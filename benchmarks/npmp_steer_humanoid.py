@@ -224,23 +224,32 @@ def main(argv: list[str] | None = None) -> int:
                                    model, references, meta["obs_groups"], arc_rate, max_rate, args.slew)
         except (ConfigError, EnvError, ModuleFileError, ValueError, KeyError, OSError) as e:
             fail(f"{args.walk}: {str(e).splitlines()[0]}")
-        try:
-            for controller, seed in todo:
-                strip = Strip() if args.frames else None
-                row = episode(env, controller, args.gain, seed, observe=strip, planner=planner)
-                if strip is not None:
-                    strip.write(args.frames / f"{str(path).replace('/', '_')}__{controller}__{seed}.png")
-                rows.setdefault(keys[controller], {})[str(seed)] = row
-                write_json(args.results, results)   # after every episode
-                print(f"{path}: {controller}, episode {seed}: {row}", flush=True)
-        finally:
-            env.close()
-        for key in keys.values():
-            episodes = list(rows.get(key, {}).values())
-            print(f"{path}: {key}: {sum(e['targets_reached'] for e in episodes)} targets in {len(episodes)} "
-                  f"episodes, median {statistics.median(e['steps'] for e in episodes)} steps, "
-                  f"{sum(e['fell'] for e in episodes)} falls", flush=True)
+        measure_episodes(env, lambda controller, seed, strip: episode(env, controller, args.gain, seed,
+                                                                      observe=strip, planner=planner),
+                         path, todo, keys, rows, results, args.results, args.frames)
     return 0
+
+
+def measure_episodes(env, run_episode, path, todo, keys, rows, results, results_path, frames) -> None:
+    """Each (controller, seed) of ``todo`` run by ``run_episode(controller, seed, strip)`` -> its row, kept in
+    ``rows[keys[controller]][seed]`` and written to ``results_path`` after every episode (drawn into ``frames``
+    when given); then one summary line per controller. Closes ``env``."""
+    try:
+        for controller, seed in todo:
+            strip = Strip() if frames else None
+            row = run_episode(controller, seed, strip)
+            if strip is not None:
+                strip.write(frames / f"{str(path).replace('/', '_')}__{controller}__{seed}.png")
+            rows.setdefault(keys[controller], {})[str(seed)] = row
+            write_json(results_path, results)   # after every episode
+            print(f"{path}: {keys[controller]}, episode {seed}: {row}", flush=True)
+    finally:
+        env.close()
+    for key in keys.values():
+        episodes = list(rows.get(key, {}).values())
+        print(f"{path}: {key}: {sum(e['targets_reached'] for e in episodes)} targets in {len(episodes)} "
+              f"episodes, median {statistics.median(e['steps'] for e in episodes)} steps, "
+              f"{sum(e['fell'] for e in episodes)} falls", flush=True)
 
 
 if __name__ == "__main__":
