@@ -11,7 +11,8 @@ own frames played one after the other (``envs.mocap.convert.chain_qpos``).
         --chain A=07_01-0-loop26:90,16_27-0,07_01-0-loop26:60,16_27-0-mirror --out runs/graph/chains.h5
 
 A chain is ``NAME=CLIP:FRAMES,CLIP[:FRAMES],...``: the first clip's first FRAMES frames, then each clip from its
-best entry to its end or for at most FRAMES frames.
+best entry to its end or for at most FRAMES frames. The graph holds the clips the chains name; its entries are the
+high level's when that chooses from the same clips (``ClipGraph``: the match is standardised over its clips).
 """
 from __future__ import annotations
 

@@ -100,7 +100,9 @@ class ClipGraph:
     the frame whose ``window`` frames best match the last ``window`` frames already chosen (mean squared difference of
     the proprio states, each dimension standardised over all the clips' frames). A clip can only be entered where at
     least ``min_segment`` frames and ``turn_share`` of its whole turn (root heading, start to end) lie ahead, so that
-    a turning clip is entered before its turn, not after it."""
+    a turning clip is entered before its turn, not after it. The standardisation depends on the set of clips: chains
+    written for the planner (``pipelines.npmp chain``) match the high level's only when both graphs hold the same
+    clips."""
 
     def __init__(self, references: dict, window: int = 3, min_segment: int = 20, turn_share: float = 0.8):
         if not references:
