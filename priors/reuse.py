@@ -147,6 +147,17 @@ class LatentActionEnv(gym.Wrapper):
 STEER_OBS = "steer"   # the observation group of the yaw rate the reference is bent at (YawRateActionEnv)
 
 
+@torch.no_grad()
+def imitation_step(model, obs: dict, groups: list[str], z: torch.Tensor, reference_input: torch.Tensor):
+    """(z_t, the environment's action) of frozen primitives imitating a reference: z_t = the encoder's mean given
+    z_{t-1} = ``z``, the state (``groups`` of ``obs``) and what it reads of the reference; the action is
+    clip(decoder mean, -1, 1)."""
+    state = torch.as_tensor(np.concatenate([np.asarray(obs[g], np.float32).ravel() for g in groups]), device=z.device)
+    z, _ = model.encode_step(z, torch.cat([state, reference_input]))
+    mean, _ = model.decode(state, z)
+    return z, mean.clamp(-1.0, 1.0).cpu().numpy()
+
+
 class YawRateActionEnv(gym.Wrapper):
     """A policy that steers a walk: its action (one number in [-1, 1]) times ``max_rate`` is the yaw rate (deg/s)
     at which the walk the primitives follow bends (issue 13; docs/npmp.md, "Steering on `humanoid`"). A departure
@@ -209,11 +220,8 @@ class YawRateActionEnv(gym.Wrapper):
         """This step's rate (moved toward ``wanted_rate``, module rules) and the environment action it gives."""
         wanted = float(np.clip(wanted_rate, -self.max_rate, self.max_rate)) if self._t >= self.hold_steps else 0.0
         self._rate += float(np.clip(wanted - self._rate, -self.slew_per_step, self.slew_per_step))
-        state = torch.as_tensor(np.concatenate([np.asarray(self._obs[g], np.float32).ravel() for g in self.groups]),
-                                device=self.device)
-        self._z, _ = self.model.encode_step(self._z, torch.cat([state, self.read(self._t, self._rate)]))
-        mean, _ = self.model.decode(state, self._z)
-        return mean.clamp(-1.0, 1.0).cpu().numpy()
+        self._z, action = imitation_step(self.model, self._obs, self.groups, self._z, self.read(self._t, self._rate))
+        return action
 
     def get_state(self) -> dict | None:
         """The episode in progress; None where the wrapped environment cannot capture its own."""
@@ -263,9 +271,9 @@ class ClipChoiceActionEnv(gym.Wrapper):
     begins with its first ``start_frames`` frames. The observation gains the group ``clip``: the one-hot of the last
     choice (zeros before the first). ``info``: ``clip``, ``entry`` (the frame it was entered at), ``match`` (the
     entry's distance, ``ClipGraph.entry``) and ``control_steps`` (control steps run: the training loop counts
-    these as environment steps); ``observer``, when set, is called with
-    (the unwrapped environment, steps so far) after every control step (to draw an episode); on an episode's last step ``info["episode_metrics"]``
-    gains ``clips/segments`` and ``clips/mean_match``."""
+    these as environment steps); on an episode's last step ``info["episode_metrics"]`` gains ``clips/segments``
+    and ``clips/mean_match``. ``observer``, when set, is called with (the unwrapped environment, steps so far)
+    after every control step (to draw an episode at the control rate)."""
 
     def __init__(self, env: gym.Env, model, graph, choices: list[str], start_clip: str, obs_groups: dict[str, int],
                  start_frames: int = 30, lead: int | None = None, segment_frames: dict[str, int] | None = None):
@@ -309,13 +317,9 @@ class ClipChoiceActionEnv(gym.Wrapper):
         self._z = torch.zeros(self.model.config.latent_dim, device=self.device)
         return self._observe(self._obs), info
 
-    @torch.no_grad()
     def low_level_action(self) -> np.ndarray:
-        state = torch.as_tensor(np.concatenate([np.asarray(self._obs[g], np.float32).ravel() for g in self.groups]),
-                                device=self.device)
-        self._z, _ = self.model.encode_step(self._z, torch.cat([state, self.chain.read(self._t)]))
-        mean, _ = self.model.decode(state, self._z)
-        return mean.clamp(-1.0, 1.0).cpu().numpy()
+        self._z, action = imitation_step(self.model, self._obs, self.groups, self._z, self.chain.read(self._t))
+        return action
 
     def get_state(self) -> dict | None:
         """The episode in progress; None where the wrapped environment cannot capture its own."""
@@ -327,10 +331,10 @@ class ClipChoiceActionEnv(gym.Wrapper):
 
     def set_state(self, state: dict) -> None:
         """Continue the episode ``get_state`` captured."""
-        self.env.unwrapped.set_state(state["env"])
-        self._obs, self._t, self._z = state["obs"], state["t"], state["z"].clone()
         from priors.npmp.reference import ReferenceChain
 
+        self.env.unwrapped.set_state(state["env"])
+        self._obs, self._t, self._z = state["obs"], state["t"], state["z"].clone()
         self.chain = ReferenceChain.from_segments(self.model, self.graph, state["segments"])
         self._choice, self._matches = state["choice"], list(state["matches"])
 

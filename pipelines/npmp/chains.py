@@ -45,17 +45,17 @@ def write_chains(mocap: list[Path], specs: list[str], out: Path) -> dict[str, li
     if len(chains) != len(specs):
         raise ValueError("chain names must differ")
     graph, where = clip_graph(sorted({clip for items in chains.values() for clip, _ in items}), mocap)
+    qpos = {clip: snippet_qpos(where[clip], clip) for clip in where}
     converter, snippets, segments, rows = Converter(), {}, {}, []
     for name, items in chains.items():
         chain = ReferenceChain(None, graph, items[0][0], items[0][1])
         for clip, frames in items[1:]:
             chain.append(clip, frames)
-        pieces = [snippet_qpos(where[clip], clip)[first:first + frames] for clip, first, frames in chain.segments]
+        pieces = [qpos[clip][first:first + frames] for clip, first, frames in chain.segments]
         # a snippet's playback ends a few frames before its last (the tracking task's min_steps): the last clip's
         # own frames beyond the chain's end are kept, so that the snippet plays back to the chain's last frame
         clip, first, frames = chain.segments[-1]
-        qpos = snippet_qpos(where[clip], clip)
-        pieces[-1] = qpos[first:first + frames + len(qpos) - len(graph.references[clip].states)]
+        pieces[-1] = qpos[clip][first:first + frames + len(qpos[clip]) - len(graph.references[clip].states)]
         snippets[name] = converter.features(chain_qpos(pieces))
         segments[name] = chain.segments
         rows.append(" ".join([name, *(f"{clip}@{first}+{frames}" for clip, first, frames in chain.segments)]))

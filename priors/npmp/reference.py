@@ -155,11 +155,10 @@ class ReferenceChain:
         if not graph.window <= start_frames <= len(start.states):
             raise ValueError(f"start_frames must lie in [{graph.window}, {len(start.states)}], got {start_frames}")
         self.model, self.graph = model, graph
-        self.states = [np.asarray(start.states[:start_frames], np.float32)]
-        self.root = [np.asarray(start.root[:start_frames], np.float64)]
+        self.device = next(model.parameters()).device if model is not None else None
+        self._states = np.asarray(start.states[:start_frames], np.float32)
+        self._root = np.asarray(start.root[:start_frames], np.float64)
         self.segments = [(start_clip, 0, start_frames)]   # (clip, first frame, frames) of each segment
-        self._states = np.concatenate(self.states)
-        self._root = np.concatenate(self.root)
 
     def __len__(self) -> int:
         return len(self._states)
@@ -186,11 +185,9 @@ class ReferenceChain:
         before = self._root[-2] if len(self._root) > 1 else last
         turn = np.remainder(last[2] - before[2] + np.pi, 2 * np.pi) - np.pi
         anchor = np.array([*(2 * last[:2] - before[:2]), last[2] + turn])
-        self.root.append(move_poses(root, root[0], anchor))
-        self.states.append(np.asarray(ref.states[first:stop], np.float32))
+        self._root = np.concatenate([self._root, move_poses(root, root[0], anchor)])
+        self._states = np.concatenate([self._states, np.asarray(ref.states[first:stop], np.float32)])
         self.segments.append((clip, first, frames))
-        self._states = np.concatenate(self.states)
-        self._root = np.concatenate(self.root)
 
     @classmethod
     def from_segments(cls, model, graph: ClipGraph, segments) -> "ReferenceChain":
@@ -204,9 +201,10 @@ class ReferenceChain:
         return chain
 
     def copy(self) -> "ReferenceChain":
+        """An independent chain (``extend`` replaces the arrays, never writes into them: only the list is copied)."""
         other = object.__new__(ReferenceChain)
         other.__dict__.update(self.__dict__)
-        other.states, other.root, other.segments = list(self.states), list(self.root), list(self.segments)
+        other.segments = list(self.segments)
         return other
 
     def root_poses(self) -> np.ndarray:
@@ -215,13 +213,12 @@ class ReferenceChain:
 
     def read(self, t: int) -> torch.Tensor:
         config, last = self.model.config, len(self) - 1
-        device = next(self.model.parameters()).device
         ahead = torch.as_tensor(self._states[[min(t + j, last) for j in range(1, config.lookahead + 1)]],
-                                device=device)
+                                device=self.device)
         if not config.path_offsets:
             return ahead.flatten()
         index = [min(t + j, last) for j in range(max(config.path_offsets) + 1)]
-        local = torch.as_tensor(self._root[index], dtype=torch.float32, device=device)
+        local = torch.as_tensor(self._root[index], dtype=torch.float32, device=self.device)
         return torch.cat([ahead.flatten(), reference_path(local, config.path_offsets)[0]])
 
 
