@@ -129,6 +129,8 @@ class NPMPClipsConfig(DQNConfig):
                                                                # first (a walk) starts every episode
     clip_mocap: str = f"{MOCAP / 'cmu_walk_loop.h5'},{MOCAP / 'cmu_turns.h5'}"   # the files holding them
     start_frames: int = 30       # frames of the first clip before the first choice
+    blend: int = 0               # frames over which each join fades in (ReferenceChain); the teacher's chains
+                                 # (pipelines.npmp chain --blend) must have been blended the same way
 
     def __post_init__(self):   # resolved once, so that --resume from elsewhere finds the files
         object.__setattr__(self, "primitives", str(Path(self.primitives).expanduser().resolve()))
@@ -142,6 +144,8 @@ class NPMPClipsConfig(DQNConfig):
             raise ConfigError("clip_mocap must name the mocap files holding the clips")
         if self.start_frames < 3:
             raise ConfigError(f"start_frames must be >= 3, got {self.start_frames}")
+        if self.blend < 0:
+            raise ConfigError(f"blend must be >= 0 frames, got {self.blend}")
 
 
 class NPMPClipsAgent(DQNAgent):
@@ -173,7 +177,7 @@ class NPMPClipsAgent(DQNAgent):
         try:
             model, meta = load_primitives(config.primitives, device)
             return ClipChoiceActionEnv(env, model, graph, clips, clips[0], meta["obs_groups"], config.start_frames,
-                                       segment_frames=frames)
+                                       segment_frames=frames, blend=config.blend)
         except ModuleFileError as e:
             raise ConfigError(f"primitives: {e}") from None
         except ValueError as e:

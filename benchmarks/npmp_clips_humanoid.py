@@ -150,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--controllers", nargs="+", choices=CONTROLLERS, default=list(CONTROLLERS))
     p.add_argument("--depth", type=int, default=2, help="planned: segments simulated per choice")
     p.add_argument("--start-frames", type=int, default=30, help="frames of the first clip before the first choice")
+    p.add_argument("--blend", type=int, default=0, help="frames over which each join fades in (ReferenceChain)")
+    p.add_argument("--lead", type=int, help="frames of the chain left when the next choice is made (default: the "
+                                            "primitives' look-ahead + 3); must exceed --blend")
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_clips_humanoid.json")
     p.add_argument("--frames", type=Path, help="a folder for one PNG strip per episode; measures them again")
@@ -165,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     from priors.reuse import ClipChoiceActionEnv
 
     torch.set_num_threads(1)
-    if args.episodes < 1 or args.depth < 1 or args.start_frames < 3:
-        fail("need --episodes >= 1, --depth >= 1 and --start-frames >= 3")
+    if args.episodes < 1 or args.depth < 1 or args.start_frames < 3 or args.blend < 0:
+        fail("need --episodes >= 1, --depth >= 1, --start-frames >= 3 and --blend >= 0")
     try:
         clips, segment_frames = parse_clip_choices(args.clips)
         graph, where = clip_graph(clips, [str(m) for m in args.mocap])
@@ -179,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         except (ModuleFileError, ValueError, OSError) as e:
             fail(f"primitives {path}: {str(e).splitlines()[0]}")
         rows = results.setdefault("primitives", {}).setdefault(str(path), {})
-        keys = {c: c if c != "planned" else f"planned, depth {args.depth}" for c in args.controllers}
+        variant = (f", blend {args.blend}" if args.blend else "") + (f", lead {args.lead}" if args.lead else "")
+        keys = {c: (c if c != "planned" else f"planned, depth {args.depth}") + variant for c in args.controllers}
         todo = [(c, e) for c in args.controllers for e in range(args.episodes)
                 if args.frames or str(e) not in rows.get(keys[c], {})]
         if not todo:
@@ -188,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             env = ClipChoiceActionEnv(envs.make("humanoid", seed=0, start_snippet=clips[0],
                                                 ref_path=str(where[clips[0]])),
                                       model, graph, clips, clips[0], meta["obs_groups"], args.start_frames,
-                                      segment_frames=segment_frames)
+                                      lead=args.lead, segment_frames=segment_frames, blend=args.blend)
         except (EnvError, ModuleFileError, ValueError) as e:
             fail(f"{path}: {str(e).splitlines()[0]}")
         measure_episodes(env, lambda controller, seed, strip: episode(env, controller, seed, args.depth,

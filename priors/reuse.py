@@ -265,7 +265,8 @@ class ClipChoiceActionEnv(gym.Wrapper):
     primitives' own encoder reads the chain, as when they imitate a clip they are shown: z_t = the encoder's mean
     given z_{t-1}, the proprio state and the chain's frames t+1..t+K; the environment receives clip(decoder mean,
     -1, 1). One step of this environment runs until ``lead`` frames of the chain are left (the next choice is then
-    made while the walker still has frames to follow), or the episode ends; rewards are summed.
+    made while the walker still has frames to follow), or the episode ends; rewards are summed. ``blend`` (< ``lead``)
+    fades each join in over that many frames (``ReferenceChain``).
 
     Every episode starts on the first frame of ``start_clip`` (``envs.locomotion`` ``start_snippet``): the chain
     begins with its first ``start_frames`` frames. The observation gains the group ``clip``: the one-hot of the last
@@ -276,7 +277,8 @@ class ClipChoiceActionEnv(gym.Wrapper):
     after every control step (to draw an episode at the control rate)."""
 
     def __init__(self, env: gym.Env, model, graph, choices: list[str], start_clip: str, obs_groups: dict[str, int],
-                 start_frames: int = 30, lead: int | None = None, segment_frames: dict[str, int] | None = None):
+                 start_frames: int = 30, lead: int | None = None, segment_frames: dict[str, int] | None = None,
+                 blend: int = 0):
         super().__init__(env)
         spaces = env.observation_space.spaces
         check_fits(env, "the primitives' decoder", obs_groups, model.config.action_dim)
@@ -290,7 +292,11 @@ class ClipChoiceActionEnv(gym.Wrapper):
         if self.lead < model.config.lookahead:
             raise ValueError(f"lead must be at least the primitives' look-ahead ({model.config.lookahead}), got "
                              f"{self.lead}")
+        if not 0 <= blend < self.lead:
+            raise ValueError(f"blend must lie in [0, lead = {self.lead}): the blended frames must lie ahead of the "
+                             f"walker; got {blend}")
         self.model, self.graph, self.choices, self.groups = model, graph, list(choices), list(obs_groups)
+        self.blend = int(blend)
         self.start_clip, self.start_frames = start_clip, start_frames
         self.segment_frames = dict(segment_frames or {})
         if any(n <= self.lead for n in self.segment_frames.values()):
@@ -312,7 +318,7 @@ class ClipChoiceActionEnv(gym.Wrapper):
         from priors.npmp.reference import ReferenceChain
 
         self._obs, info = self.env.reset(**kwargs)
-        self.chain = ReferenceChain(self.model, self.graph, self.start_clip, self.start_frames)
+        self.chain = ReferenceChain(self.model, self.graph, self.start_clip, self.start_frames, self.blend)
         self._t, self._choice, self._matches = 0, None, []
         self._z = torch.zeros(self.model.config.latent_dim, device=self.device)
         return self._observe(self._obs), info
@@ -335,7 +341,7 @@ class ClipChoiceActionEnv(gym.Wrapper):
 
         self.env.unwrapped.set_state(state["env"])
         self._obs, self._t, self._z = state["obs"], state["t"], state["z"].clone()
-        self.chain = ReferenceChain.from_segments(self.model, self.graph, state["segments"])
+        self.chain = ReferenceChain.from_segments(self.model, self.graph, state["segments"], self.blend)
         self._choice, self._matches = state["choice"], list(state["matches"])
 
     def step(self, action):

@@ -373,29 +373,62 @@ def snippet_qpos(ref_path: Path, snippet: str) -> np.ndarray:
                                                     for field in ("position", "quaternion", "joints")], axis=1))
 
 
-def chain_qpos(pieces: list[np.ndarray]) -> np.ndarray:
-    """Walker qpos pieces (frames, 7 + joints) played one after the other: each piece turned about the vertical
-    and moved on the floor so that its first frame stands where the chain's next frame would have (the last
-    frame's step, in position and heading, repeated). Joint angles, root height and tilt are the piece's own: a
-    piece should begin where the one before ends (``pipelines.npmp chain`` enters each clip at its best match)."""
-    if not pieces or any(len(p) < 2 for p in pieces[1:]) or not len(pieces[0]):
-        raise ConversionError("a chain needs a first piece and further pieces of at least 2 frames each")
-    out = [np.array(pieces[0], np.float64, order="C", copy=True)]
-    for piece in pieces[1:]:
-        last = out[-1][-1]
-        before = out[-1][-2] if len(out[-1]) > 1 else last
+def chain_motion(pieces: list[np.ndarray], velocities: list[np.ndarray],
+                 blends: list[np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(qpos, qvel) of walker pieces (qpos: frames, 7 + joints; their qvel: frames, 6 + joints) played one after
+    the other: each piece turned about the vertical and moved on the floor so that its first frame stands where the
+    chain's next frame would have (the last frame's step, in position and heading, repeated). Joint angles, root
+    height and tilt are the piece's own: a piece should begin where the one before ends (``pipelines.npmp chain``
+    enters each clip at its best match). Velocities are the pieces' own too (the root's world velocity turned with
+    its piece), not differences across a join: what a walker sees of each frame is then what it sees of the clip's
+    own frame (``priors.npmp.reference.ReferenceChain`` reads the clips' frames).
+
+    ``blends[i]`` (the new piece's share over its lead-in, rising; empty for none): piece i then starts with that
+    many lead-in frames, the clip's frames before its entry, moved with the piece; the chain's last frames are
+    blended toward them (joint angles, root position and velocities linearly, the root's rotation by slerp), and
+    the piece proper follows (``ReferenceChain`` with ``blend``)."""
+    if (not pieces or any(len(p) < 2 for p in pieces[1:]) or not len(pieces[0])
+            or [len(p) for p in pieces] != [len(v) for v in velocities]):
+        raise ConversionError("a chain needs a first piece and further pieces of at least 2 frames each, each with "
+                              "its velocities")
+    blends = [np.zeros(0)] * len(pieces) if blends is None else [np.asarray(b, np.float64) for b in blends]
+    if len(blends) != len(pieces) or len(blends[0]) or any(len(p) < len(b) + 2 for p, b in zip(pieces, blends)):
+        raise ConversionError("one blend per piece, none for the first, each shorter than its piece by 2 frames")
+    qpos = np.array(pieces[0], np.float64, order="C", copy=True)
+    qvel = np.array(velocities[0], np.float64, copy=True)
+    for piece, velocity, share in zip(pieces[1:], velocities[1:], blends[1:]):
+        lead = len(share)
+        last, before = qpos[-1], qpos[-2] if len(qpos) > 1 else qpos[-1]
         turn_step = wrap_angle(yaw(last[3:7]) - yaw(before[3:7]))
-        turn = yaw(last[3:7]) + turn_step - yaw(piece[0, 3:7])
-        cos, sin = math.cos(turn), math.sin(turn)
+        turn = yaw(last[3:7]) + turn_step - yaw(piece[lead, 3:7])
+        rotation = np.array([[math.cos(turn), -math.sin(turn)], [math.sin(turn), math.cos(turn)]])
         piece = np.ascontiguousarray(piece, np.float64)
-        moved = piece.copy()
-        xy = (piece[:, :2] - piece[0, :2]) @ np.array([[cos, -sin], [sin, cos]]).T
-        moved[:, :2] = 2 * last[:2] - before[:2] + xy
+        moved, moved_velocity = piece.copy(), np.array(velocity, np.float64, copy=True)
+        moved[:, :2] = 2 * last[:2] - before[:2] + (piece[:, :2] - piece[lead, :2]) @ rotation.T
+        moved_velocity[:, :2] = velocity[:, :2] @ rotation.T   # world linear velocity; the angular one is local
         turn_quat = np.array([math.cos(turn / 2), 0.0, 0.0, math.sin(turn / 2)])
         for t in range(len(moved)):
             mujoco.mju_mulQuat(moved[t, 3:7], turn_quat, piece[t, 3:7])
-        out.append(moved)
-    return np.concatenate(out)
+        if lead:
+            qpos, qvel = _blend_tail(qpos, moved[:lead], share), qvel.copy()
+            qvel[-lead:] += share[:, None] * (moved_velocity[:lead] - qvel[-lead:])
+        qpos, qvel = np.concatenate([qpos, moved[lead:]]), np.concatenate([qvel, moved_velocity[lead:]])
+    return qpos, qvel
+
+
+def _blend_tail(qpos: np.ndarray, lead_in: np.ndarray, share: np.ndarray) -> np.ndarray:
+    """``qpos`` with its last ``len(share)`` frames blended toward ``lead_in`` by ``share`` (the root's rotation
+    turned by that share of the rotation between them: slerp)."""
+    qpos = qpos.copy()
+    tail = qpos[len(qpos) - len(share):]
+    for t, (a, b, w) in enumerate(zip(tail.copy(), lead_in, share)):
+        tail[t] = a + w * (b - a)
+        rotation = np.zeros(3)
+        mujoco.mju_subQuat(rotation, b[3:7], a[3:7])
+        quat = a[3:7].copy()
+        mujoco.mju_quatIntegrate(quat, rotation, w)
+        tail[t, 3:7] = quat
+    return qpos
 
 
 def curve_qpos(qpos: np.ndarray, yaw_rate: float, dt: float = CONTROL_TIMESTEP,
@@ -689,9 +722,10 @@ class Converter:
         plane[0], plane[1:][travelled] = coef[0], coef[1:]
         return plane
 
-    def features(self, qpos: np.ndarray) -> dict[str, np.ndarray]:
-        """Every ``WalkerPose`` field, shape (frames, ...), computed in MuJoCo from the qpos trajectory."""
-        qvel = self.kinematics.differentiate(qpos, self.timestep)
+    def features(self, qpos: np.ndarray, qvel: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Every ``WalkerPose`` field, shape (frames, ...), computed in MuJoCo from the qpos trajectory and its
+        velocities (default: central differences of qpos)."""
+        qvel = self.kinematics.differentiate(qpos, self.timestep) if qvel is None else qvel
         frames = []
         for q, v in zip(qpos, qvel):
             self.kinematics.set_state(q, v)

@@ -185,6 +185,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ch.add_argument("--chain", action="append", required=True, metavar="NAME=CLIP:FRAMES,CLIP[:FRAMES],...",
                     help="a chain: the first clip's first FRAMES frames, then each clip from its best entry, to its "
                          "end or for FRAMES frames (pipelines/npmp/chains.py)")
+    ch.add_argument("--blend", type=int, default=0,
+                    help="frames over which each join fades in (priors.npmp.reference.ReferenceChain; the high "
+                         "level's --blend must be the same)")
     ch.add_argument("--out", type=Path, required=True, help="the new mocap file")
     h = sub.add_parser("half", help="a copy of primitives with 16-bit weights (half the file; for shipping)")
     h.add_argument("--primitives", type=Path, required=True)
@@ -561,7 +564,9 @@ def main(argv=None) -> int:
         elif args.command == "chain":
             from pipelines.npmp.chains import write_chains
 
-            write_chains(args.mocap, args.chain, args.out)
+            if args.blend < 0:
+                raise ConfigError(f"--blend must be >= 0 frames, got {args.blend}")
+            write_chains(args.mocap, args.chain, args.out, args.blend)
             print(f"wrote {len(args.chain)} chains to {args.out}")
         elif args.command == "half":
             half(args)

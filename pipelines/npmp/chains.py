@@ -5,7 +5,7 @@ chains: a walk, then a turn entered where it best matches the walk, then the wal
 the clips themselves fall at those joins. This writes such chains as snippets of a mocap file, so that the planner
 can track them and its laws teach the joins (``collect``, ``relabel``): each chain is built exactly as the high level
 builds it (``priors.npmp.reference.ReferenceChain``: the same entries, the same roots), and its qpos is the clips'
-own frames played one after the other (``envs.mocap.convert.chain_qpos``).
+own frames played one after the other, with their own velocities (``envs.mocap.convert.chain_motion``).
 
     python -m pipelines.npmp chain --mocap runs/graph/walks26.h5 data/mocap/cmu_turns.h5 \\
         --chain A=07_01-0-loop26:90,16_27-0,07_01-0-loop26:60,16_27-0-mirror --out runs/graph/chains.h5
@@ -17,6 +17,8 @@ high level's when that chooses from the same clips (``ClipGraph``: the match is 
 from __future__ import annotations
 
 from pathlib import Path
+
+import numpy as np
 
 
 def parse_chain(spec: str) -> tuple[str, list[tuple[str, int | None]]]:
@@ -34,12 +36,12 @@ def parse_chain(spec: str) -> tuple[str, list[tuple[str, int | None]]]:
     return name, items
 
 
-def write_chains(mocap: list[Path], specs: list[str], out: Path) -> dict[str, list[tuple[str, int, int]]]:
-    """Write each chain of ``specs`` (module docstring) as a snippet of ``out``; returns name -> its segments
-    (clip, first frame, frames)."""
-    from envs.mocap.convert import CONTROL_TIMESTEP, Converter, chain_qpos, snippet_qpos, write_hdf5
+def write_chains(mocap: list[Path], specs: list[str], out: Path, blend: int = 0) -> dict[str, list[tuple[str, int, int]]]:
+    """Write each chain of ``specs`` (module docstring) as a snippet of ``out``, its joins blended over ``blend``
+    frames (``ReferenceChain``); returns name -> its segments (clip, first frame, frames)."""
+    from envs.mocap.convert import CONTROL_TIMESTEP, Converter, chain_motion, snippet_qpos, write_hdf5
     from agents.npmp import clip_graph
-    from priors.npmp.reference import ReferenceChain
+    from priors.npmp.reference import ReferenceChain, blend_weights
 
     chains = dict(parse_chain(spec) for spec in specs)
     if len(chains) != len(specs):
@@ -47,16 +49,22 @@ def write_chains(mocap: list[Path], specs: list[str], out: Path) -> dict[str, li
     graph, where = clip_graph(sorted({clip for items in chains.values() for clip, _ in items}), mocap)
     qpos = {clip: snippet_qpos(where[clip], clip) for clip in where}
     converter, snippets, segments, rows = Converter(), {}, {}, []
+    qvel = {clip: converter.kinematics.differentiate(q, CONTROL_TIMESTEP) for clip, q in qpos.items()}
     for name, items in chains.items():
-        chain = ReferenceChain(None, graph, items[0][0], items[0][1])
+        chain = ReferenceChain(None, graph, items[0][0], items[0][1], blend)
         for clip, frames in items[1:]:
             chain.append(clip, frames)
-        pieces = [qpos[clip][first:first + frames] for clip, first, frames in chain.segments]
+        # each join blended over the frames the chain blends it over (ReferenceChain.extend), its clip's lead-in
+        starts = np.cumsum([0] + [frames for _, _, frames in chain.segments])
+        leads = [0] + [min(blend, first, int(starts[i + 1])) for i, (_, first, _) in enumerate(chain.segments[1:])]
+        spans = [(clip, first - lead, first + frames) for (clip, first, frames), lead in zip(chain.segments, leads)]
         # a snippet's playback ends a few frames before its last (the tracking task's min_steps): the last clip's
         # own frames beyond the chain's end are kept, so that the snippet plays back to the chain's last frame
         clip, first, frames = chain.segments[-1]
-        pieces[-1] = qpos[clip][first:first + frames + len(qpos[clip]) - len(graph.references[clip].states)]
-        snippets[name] = converter.features(chain_qpos(pieces))
+        spans[-1] = (clip, first - leads[-1], first + frames + len(qpos[clip]) - len(graph.references[clip].states))
+        motion = chain_motion([qpos[c][a:b] for c, a, b in spans], [qvel[c][a:b] for c, a, b in spans],
+                              [blend_weights(lead) for lead in leads])
+        snippets[name] = converter.features(*motion)
         segments[name] = chain.segments
         rows.append(" ".join([name, *(f"{clip}@{first}+{frames}" for clip, first, frames in chain.segments)]))
         print(f"{name}: {len(chain)} frames, " + ", ".join(f"{c} [{a}, {a + n})" for c, a, n in chain.segments),
@@ -64,5 +72,5 @@ def write_chains(mocap: list[Path], specs: list[str], out: Path) -> dict[str, li
     write_hdf5(out, snippets, CONTROL_TIMESTEP, dict(
         source="chains of clips of " + ", ".join(str(p) for p in mocap) + " (pipelines/npmp/chains.py)",
         walker="CMUHumanoidPositionControlledV2020", control_timestep=CONTROL_TIMESTEP,
-        body_scale=converter.body_scale, chain_segments=[r.encode() for r in rows]))
+        body_scale=converter.body_scale, chain_segments=[r.encode() for r in rows], chain_blend=blend))
     return segments

@@ -146,15 +146,23 @@ class ReferenceChain:
     walker should be at on control step t. It starts with ``start_frames`` of ``start_clip`` (the episode starts on
     that clip's first frame); ``append(clip)`` continues it with ``clip`` from its best entry to its end, the root's
     poses moved so that the path goes on from where the chain ends. ``read(t)`` is what the encoder reads at step t
-    (``reference_input``'s look-ahead; primitives with ``path_offsets`` read the chain's path)."""
+    (``reference_input``'s look-ahead; primitives with ``path_offsets`` read the chain's path).
 
-    def __init__(self, model, graph: ClipGraph, start_clip: str, start_frames: int):
+    ``blend`` > 0 fades each join in over that many frames, as motion graphs make their transitions (Kovar et al.
+    2002, §3.2): the chain's last ``blend`` frames are blended with the new clip's frames just before its entry
+    (those the match aligned with them, placed on the new segment's path), the clip's share rising smoothly from 0
+    to 1. A cut makes the whole body jump between two frames; the blend spreads the jump over ``blend`` steps. The
+    blended frames are the chain's last ones: a walker following the chain must not have reached them yet."""
+
+    def __init__(self, model, graph: ClipGraph, start_clip: str, start_frames: int, blend: int = 0):
         if start_clip not in graph.references:
             raise KeyError(f"no clip {start_clip!r} in the graph (it has {', '.join(graph.references)})")
         start = graph.references[start_clip]
         if not graph.window <= start_frames <= len(start.states):
             raise ValueError(f"start_frames must lie in [{graph.window}, {len(start.states)}], got {start_frames}")
-        self.model, self.graph = model, graph
+        if blend < 0:
+            raise ValueError(f"blend must be >= 0 frames, got {blend}")
+        self.model, self.graph, self.blend = model, graph, int(blend)
         self.device = next(model.parameters()).device if model is not None else None
         self._states = np.asarray(start.states[:start_frames], np.float32)
         self._root = np.asarray(start.root[:start_frames], np.float64)
@@ -185,17 +193,36 @@ class ReferenceChain:
         before = self._root[-2] if len(self._root) > 1 else last
         turn = np.remainder(last[2] - before[2] + np.pi, 2 * np.pi) - np.pi
         anchor = np.array([*(2 * last[:2] - before[:2]), last[2] + turn])
+        blend = min(self.blend, first, len(self._states))
+        if blend:
+            self._blend_tail(ref, first, blend, anchor)
         self._root = np.concatenate([self._root, move_poses(root, root[0], anchor)])
         self._states = np.concatenate([self._states, np.asarray(ref.states[first:stop], np.float32)])
         self.segments.append((clip, first, frames))
 
+    def _blend_tail(self, ref, first: int, frames: int, anchor: np.ndarray) -> None:
+        """Blend the chain's last ``frames`` frames toward ``ref``'s frames [first - frames, first), moved as the
+        segment entered at ``first`` is (class docstring)."""
+        share = blend_weights(frames)
+        clip_root = move_poses(np.asarray(ref.root[first - frames:first + 1], np.float64),
+                               np.asarray(ref.root[first], np.float64), anchor)[:-1]
+        clip_states = np.asarray(ref.states[first - frames:first], np.float32)
+        states, root = self._states.copy(), self._root.copy()
+        tail = slice(len(states) - frames, len(states))
+        states[tail] += share[:, None].astype(np.float32) * (clip_states - states[tail])
+        turn = np.remainder(clip_root[:, 2] - root[tail, 2] + np.pi, 2 * np.pi) - np.pi
+        root[tail, :2] += share[:, None] * (clip_root[:, :2] - root[tail, :2])
+        root[tail, 2] += share * turn
+        self._states, self._root = states, root
+
     @classmethod
-    def from_segments(cls, model, graph: ClipGraph, segments) -> "ReferenceChain":
-        """The chain whose ``segments`` (clip, first frame, frames) these are."""
+    def from_segments(cls, model, graph: ClipGraph, segments, blend: int = 0) -> "ReferenceChain":
+        """The chain whose ``segments`` (clip, first frame, frames) these are, its joins blended over ``blend``
+        frames."""
         (start, first, frames), *rest = segments
         if first != 0:
             raise ValueError(f"a chain starts on its first clip's first frame, not frame {first}")
-        chain = cls(model, graph, start, frames)
+        chain = cls(model, graph, start, frames, blend)
         for clip, first, frames in rest:
             chain.extend(clip, int(first), int(frames))
         return chain
@@ -220,6 +247,12 @@ class ReferenceChain:
         index = [min(t + j, last) for j in range(max(config.path_offsets) + 1)]
         local = torch.as_tensor(self._root[index], dtype=torch.float32, device=self.device)
         return torch.cat([ahead.flatten(), reference_path(local, config.path_offsets)[0]])
+
+
+def blend_weights(frames: int) -> np.ndarray:
+    """The new clip's share over a blend of ``frames`` frames: Kovar et al.'s smooth ease, 0 < share < 1, rising."""
+    x = np.arange(1, frames + 1, dtype=np.float64) / (frames + 1)
+    return 3 * x ** 2 - 2 * x ** 3
 
 
 def move_poses(poses: np.ndarray, source: np.ndarray, target: np.ndarray) -> np.ndarray:
