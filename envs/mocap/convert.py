@@ -410,8 +410,8 @@ def chain_motion(pieces: list[np.ndarray], velocities: list[np.ndarray],
         for t in range(len(moved)):
             mujoco.mju_mulQuat(moved[t, 3:7], turn_quat, piece[t, 3:7])
         if lead:
-            qpos, qvel = _blend_tail(qpos, moved[:lead], share), qvel.copy()
-            qvel[-lead:] += share[:, None] * (moved_velocity[:lead] - qvel[-lead:])
+            qpos = _blend_tail(qpos, moved[:lead], share)
+            qvel[-lead:] += share[:, None] * (moved_velocity[:lead] - qvel[-lead:])   # qvel is this function's own
         qpos, qvel = np.concatenate([qpos, moved[lead:]]), np.concatenate([qvel, moved_velocity[lead:]])
     return qpos, qvel
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 
 def parse_chain(spec: str) -> tuple[str, list[tuple[str, int | None]]]:
     """``NAME=CLIP:FRAMES,CLIP[:FRAMES],...`` -> (name, [(clip, frames or None), ...]); ValueError if malformed."""
@@ -36,7 +34,8 @@ def parse_chain(spec: str) -> tuple[str, list[tuple[str, int | None]]]:
     return name, items
 
 
-def write_chains(mocap: list[Path], specs: list[str], out: Path, blend: int = 0) -> dict[str, list[tuple[str, int, int]]]:
+def write_chains(mocap: list[Path], specs: list[str], out: Path,
+                 blend: int = 0) -> dict[str, list[tuple[str, int, int]]]:
     """Write each chain of ``specs`` (module docstring) as a snippet of ``out``, its joins blended over ``blend``
     frames (``ReferenceChain``); returns name -> its segments (clip, first frame, frames)."""
     from envs.mocap.convert import CONTROL_TIMESTEP, Converter, chain_motion, snippet_qpos, write_hdf5
@@ -54,9 +53,8 @@ def write_chains(mocap: list[Path], specs: list[str], out: Path, blend: int = 0)
         chain = ReferenceChain(None, graph, items[0][0], items[0][1], blend)
         for clip, frames in items[1:]:
             chain.append(clip, frames)
-        # each join blended over the frames the chain blends it over (ReferenceChain.extend), its clip's lead-in
-        starts = np.cumsum([0] + [frames for _, _, frames in chain.segments])
-        leads = [0] + [min(blend, first, int(starts[i + 1])) for i, (_, first, _) in enumerate(chain.segments[1:])]
+        # each join blended over the frames the chain blends it over, with its clip's frames before the entry
+        leads = chain.blend_frames()
         spans = [(clip, first - lead, first + frames) for (clip, first, frames), lead in zip(chain.segments, leads)]
         # a snippet's playback ends a few frames before its last (the tracking task's min_steps): the last clip's
         # own frames beyond the chain's end are kept, so that the snippet plays back to the chain's last frame

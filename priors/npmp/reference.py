@@ -193,12 +193,22 @@ class ReferenceChain:
         before = self._root[-2] if len(self._root) > 1 else last
         turn = np.remainder(last[2] - before[2] + np.pi, 2 * np.pi) - np.pi
         anchor = np.array([*(2 * last[:2] - before[:2]), last[2] + turn])
-        blend = min(self.blend, first, len(self._states))
+        blend = self._blend_frames(first, len(self._states))
         if blend:
             self._blend_tail(ref, first, blend, anchor)
         self._root = np.concatenate([self._root, move_poses(root, root[0], anchor)])
         self._states = np.concatenate([self._states, np.asarray(ref.states[first:stop], np.float32)])
         self.segments.append((clip, first, frames))
+
+    def _blend_frames(self, first: int, frames_before: int) -> int:
+        """Frames a join into a clip entered at ``first`` is blended over: ``blend``, or fewer where the clip or the
+        chain so far is shorter."""
+        return min(self.blend, first, frames_before)
+
+    def blend_frames(self) -> list[int]:
+        """Frames each segment's join was blended over (0 for the first segment)."""
+        before = np.cumsum([frames for _, _, frames in self.segments])
+        return [0] + [self._blend_frames(first, int(before[i])) for i, (_, first, _) in enumerate(self.segments[1:])]
 
     def _blend_tail(self, ref, first: int, frames: int, anchor: np.ndarray) -> None:
         """Blend the chain's last ``frames`` frames toward ``ref``'s frames [first - frames, first), moved as the
