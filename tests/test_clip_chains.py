@@ -61,6 +61,20 @@ def test_turns_are_entered_before_their_turn_and_a_clip_continues_itself_exactly
     assert np.degrees(np.unwrap(poses[:, 2])[-1] - poses[69, 2]) > 60   # and turns left from there
     with pytest.raises(KeyError, match="no clip"):
         chain.append("09_01-0")
+    # primitives that read states far ahead and the path read the chain as they read the same frames as a clip
+    from priors.npmp import NPMP, NPMPConfig
+    from priors.npmp.reference import reference_input
+
+    config = NPMPConfig(state_dim=chain._states.shape[1], action_dim=2, latent_dim=2, encoder_hidden=(4,),
+                        decoder_hidden=(4,), lookahead=2, lookahead_source="reference", far_offsets=(10, 60),
+                        path_offsets=(15,))
+    far_chain = ReferenceChain.from_segments(NPMP(config), graph, chain.segments)
+    as_clip = reference_input(far_chain.model, torch.as_tensor(far_chain._states),
+                              torch.as_tensor(far_chain.root_poses(), dtype=torch.float32))
+    for t in (0, 35, len(far_chain) - 20, len(far_chain) - 1):
+        torch.testing.assert_close(far_chain.read(t), as_clip(t))
+    assert torch.equal(far_chain.read(0)[2 * config.state_dim:3 * config.state_dim],
+                       torch.as_tensor(far_chain._states[10]))
 
 
 def test_a_chain_written_for_the_planner_is_the_chain_the_encoder_reads(clips, capsys):

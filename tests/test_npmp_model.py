@@ -68,7 +68,7 @@ def test_reference_path_reads_displacement_and_turn_in_the_present_heading_and_f
     states, path_batch = torch.randn(2, 4, 3), path.expand(2, 4, 6)
     x = model.windows(states, -states, path_batch)
     assert x.shape == (2, 3, 12) and torch.equal(x[1, 2, 6:], path[2])
-    with pytest.raises(ValueError, match="reference path"):
+    with pytest.raises(ValueError, match="reference context"):
         model.windows(states, -states)
     model.set_normalisation(states.flatten(0, 1), path)
     torch.testing.assert_close(model.path_scale, path.std(0).clamp_min(1e-2))
@@ -76,7 +76,7 @@ def test_reference_path_reads_displacement_and_turn_in_the_present_heading_and_f
     turned = x[1, 2].clone()
     turned[-1] = -turned[-1]
     assert not torch.allclose(model.encode_step(z, x[1, 2])[0], model.encode_step(z, turned)[0])
-    loss, _ = model.loss(states, torch.randn(2, 3, 2), targets=-states, path=path_batch)
+    loss, _ = model.loss(states, torch.randn(2, 3, 2), targets=-states, context=path_batch)
     assert torch.isfinite(loss)
     loaded = load_primitives(save_primitives(model, tmp_path / "prim", {"proprio": 3}))[0]
     assert loaded.config.path_offsets == (1, 2) and torch.equal(loaded.path_shift, model.path_shift)
@@ -89,6 +89,47 @@ def test_reference_path_reads_displacement_and_turn_in_the_present_heading_and_f
         torch.testing.assert_close(a, b)
     with pytest.raises(ValueError, match="already"):
         extended.with_path((3,), path[:, :3])
+
+
+def test_far_states_are_read_as_states_ahead_and_widening_keeps_what_the_primitives_did(tmp_path):
+    from priors.npmp.model import reference_context, reference_far
+
+    states = torch.arange(12.0).reshape(4, 3)   # four frames of three state dimensions
+    far = reference_far(states, (2, 3))
+    assert far.shape == (4, 6)
+    assert far[0].tolist() == [6, 7, 8, 9, 10, 11] and far[2].tolist() == [9, 10, 11, 9, 10, 11]   # last repeats
+    for bad in (dict(far_offsets=(3,)), dict(far_offsets=(1,), lookahead_source="reference"),
+                dict(far_offsets=(3, 2), lookahead_source="reference")):
+        with pytest.raises(ValueError, match="far_offsets"):
+            tiny(**bad)
+    root = torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [2.0, 0.0, 0.0], [3.0, 0.0, 0.0]])
+    both = tiny(lookahead_source="reference", far_offsets=(2, 3), path_offsets=(1,))
+    context = reference_context(both.config, states, root)   # the far states, then the path
+    assert context.shape == (4, 9) and torch.equal(context[:, :6], far) and context[0, 6:].tolist() == [1, 0, 0]
+    with pytest.raises(ValueError, match="root's"):
+        reference_context(both.config, states, None)
+    # far states are normalised as states, the path on its own; the latent depends on the far states
+    torch.manual_seed(0)
+    both.set_normalisation(torch.randn(20, 3) * 3 + 1, context[:, 6:])
+    x = both.windows(states[None], -states[None], context[None])
+    assert x.shape == (1, 3, 15)
+    z = torch.zeros(2)
+    moved = x[0, 0].clone()
+    moved[6:12] += 1.0
+    assert not torch.allclose(both.encode_step(z, x[0, 0])[0], both.encode_step(z, moved)[0])
+    loaded = load_primitives(save_primitives(both, tmp_path / "prim", {"proprio": 3}))[0]
+    assert loaded.config.far_offsets == (2, 3)
+    # primitives that read a path, given far states too: the same latents until trained, normalisation kept
+    pathed = tiny(lookahead_source="reference", path_offsets=(1,))
+    pathed.set_normalisation(torch.randn(20, 3) * 3 + 1, context[:, 6:] + torch.randn(4, 3))
+    widened = pathed.with_far((2, 3))
+    assert widened.config.far_offsets == (2, 3) and torch.equal(widened.path_shift, pathed.path_shift)
+    window = x[0, 1]
+    narrow = torch.cat([window[:6], window[12:]])   # without the far states
+    for a, b in zip(pathed.encode_step(z, narrow), widened.encode_step(z, window)):
+        torch.testing.assert_close(a, b)
+    with pytest.raises(ValueError, match="already"):
+        widened.with_far((4,))
 
 
 def normal_log_prob(x, mean, std):

@@ -371,9 +371,9 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     path_model, path_meta = load_primitives(pathed)
     assert path_model.config.path_offsets == (15, 30) and path_meta["config"]["path_offsets"] == [15, 30]
     with_path = NPMPDataset(data, lookahead_source="reference", path_offsets=(15, 30))
-    torch.testing.assert_close(with_path.path, reference_path(torch.as_tensor(reference.root), (15, 30)))
+    torch.testing.assert_close(with_path.context, reference_path(torch.as_tensor(reference.root), (15, 30)))
     batch = with_path.sample_bc(3, 4, torch.Generator().manual_seed(0))
-    assert batch.path.shape == (3, 4 + 5, 6) and batch.path.abs().sum() > 0
+    assert batch.context.shape == (3, 4 + 5, 6) and batch.context.abs().sum() > 0
     from pipelines.npmp.evaluate import reference_encoder
 
     mirrored = reference.root * np.array([1, 1, -1], np.float32)   # the heading negated
@@ -394,6 +394,21 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     added_model, added_meta = load_primitives(added)
     assert added_model.config.path_offsets == (15, 30) and added_meta["path_added"] == [15, 30]
     assert added_model.config.latent_dim == load_primitives(primitives)[0].config.latent_dim
+    # primitives that read the path, continued reading the reference's states far ahead as well (--far-offsets)
+    from priors.npmp.model import reference_far
+
+    far = tmp_path / "far"
+    assert npmp_main(["distill", "--data", str(data), *TINY_MODEL, "--init", str(pathed), "--far-offsets", "10", "20",
+                      "--out", str(far)]) == 0
+    far_model, far_meta = load_primitives(far)
+    assert far_model.config.far_offsets == (10, 20) and far_model.config.path_offsets == (15, 30)
+    assert far_meta["far_added"] == [10, 20]
+    with_far = NPMPDataset(data, lookahead_source="reference", path_offsets=(15, 30), far_offsets=(10, 20))
+    torch.testing.assert_close(with_far.context[:, :2 * with_far.state_dim],
+                               reference_far(torch.as_tensor(reference.states), (10, 20)))
+    assert npmp_main(["distill", "--data", str(data), *TINY_MODEL, "--far-offsets", "3", "--out",
+                      str(tmp_path / "no")]) == 2
+    assert "beyond the look-ahead" in capsys.readouterr().err and not (tmp_path / "no").exists()
     for bad, message in ((["--init", str(pathed), "--path-offsets", "15"], "cannot apply"),
                          (["--path-offsets", "0"], "increasing positive"),
                          (["--path-offsets", "15", "--lookahead", "trajectory"], "need the reference look-ahead")):

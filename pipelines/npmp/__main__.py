@@ -119,6 +119,11 @@ def _distill_args(p):
                         "a departure from the seed for turning: docs/npmp.md). Default: none, or with --init the "
                         "initial primitives' own; initial primitives without a path are given one whose encoder "
                         "weights start at zero (they act as before until trained)")
+    p.add_argument("--far-offsets", type=int, nargs="+", default=None, metavar="FRAMES",
+                   help="with the reference look-ahead, also show the encoder the reference's states FRAMES ahead, "
+                        "beyond the 5-frame look-ahead (e.g. 10 20 30 45 60: as far as the planner that labelled "
+                        "the data looked; a departure from the seed: docs/npmp.md, \"The tube a student leaves\"). "
+                        "Default and with --init as for --path-offsets")
     p.add_argument("--encoder-hidden", default="1024,1024")
     p.add_argument("--decoder-hidden", default="1024,1024,1024")
     p.add_argument("--logdir", type=Path, default=None,
@@ -393,20 +398,22 @@ def distill(args) -> Path:
         from priors.npmp import load_primitives
 
         initial, init_meta = load_primitives(args.init)
-        if (args.path_offsets is not None and initial.config.path_offsets
-                and tuple(args.path_offsets) != initial.config.path_offsets):
-            raise ConfigError(f"{args.init} reads the reference's path at {initial.config.path_offsets}; --init "
-                              f"continues it with its own settings, so --path-offsets "
-                              f"{' '.join(map(str, args.path_offsets))} cannot apply (distil afresh without --init)")
-        if args.path_offsets is None:
-            args.path_offsets = initial.config.path_offsets
-    path_offsets = tuple(args.path_offsets or ())
+        for name, flag in (("path_offsets", "--path-offsets"), ("far_offsets", "--far-offsets")):
+            given, own = getattr(args, name), getattr(initial.config, name)
+            if given is not None and own and tuple(given) != own:
+                raise ConfigError(f"{args.init} reads the reference at {name} {own}; --init continues it with its "
+                                  f"own settings, so {flag} {' '.join(map(str, given))} cannot apply (distil afresh "
+                                  f"without --init)")
+            if given is None:
+                setattr(args, name, own)
+    path_offsets, far_offsets = tuple(args.path_offsets or ()), tuple(args.far_offsets or ())
     try:
-        NPMPConfig(state_dim=1, action_dim=1, lookahead_source=args.lookahead, path_offsets=path_offsets).validate()
+        NPMPConfig(state_dim=1, action_dim=1, lookahead_source=args.lookahead, path_offsets=path_offsets,
+                   far_offsets=far_offsets).validate()
     except ValueError as e:
-        raise ConfigError(f"--path-offsets: {e}") from None
+        raise ConfigError(f"--path-offsets / --far-offsets: {e}") from None
     dataset = NPMPDataset(args.data, snippets=args.snippets, lookahead_source=args.lookahead,
-                          path_offsets=path_offsets)
+                          path_offsets=path_offsets, far_offsets=far_offsets)
     if initial is not None:
         model_config = initial.config
         if args.beta is not None and args.beta != model_config.beta:
@@ -420,17 +427,22 @@ def distill(args) -> Path:
         provenance = {"continued_from": {"path": _repo_relative(args.init), "data": init_meta.get("data"),
                                          "distill": init_meta.get("distill"),
                                          "continued_from": init_meta.get("continued_from")}}
-        if path_offsets != model_config.path_offsets:   # primitives without a path are given one (acting as before)
-            initial = initial.with_path(path_offsets, dataset.path)
-            model_config = initial.config
+        # primitives without a path or far states are given them (acting as before)
+        if path_offsets != model_config.path_offsets:
+            initial = initial.with_path(path_offsets, dataset.context[:, len(far_offsets) * dataset.state_dim:])
             provenance["path_added"] = list(path_offsets)
+        if far_offsets != initial.config.far_offsets:
+            initial = initial.with_far(far_offsets)
+            provenance["far_added"] = list(far_offsets)
+        model_config = initial.config
         initial.requires_grad_(True)
     else:
         model_config = NPMPConfig(state_dim=dataset.state_dim, action_dim=dataset.action_dim,
                                   latent_dim=args.latent_dim, encoder_hidden=_widths(args.encoder_hidden),
                                   decoder_hidden=_widths(args.decoder_hidden),
                                   beta=0.1 if args.beta is None else args.beta,
-                                  lookahead_source=args.lookahead, path_offsets=path_offsets)
+                                  lookahead_source=args.lookahead, path_offsets=path_offsets,
+                                  far_offsets=far_offsets)
     config = DistillConfig(scheme=args.scheme, steps=args.distill_steps, batch=args.batch, lr=args.lr,
                            lr_schedule=args.lr_schedule, windows=args.windows, seed=args.seed)
     # clips of another mocap file than the shipped one (looped walks): evaluate reads their reference there

@@ -859,12 +859,13 @@ class Windows(NamedTuple):
 class Batch(NamedTuple):
     """One distillation batch: states [B, L+K, S], target actions [B, L, A], mask [B, L], the encoder's
     look-ahead source [B, L+K, S] (the clip's reference states; None when it is the states themselves) and the
-    reference's path [B, L+K, P] (``priors.npmp.model.reference_path``; None without ``path_offsets``)."""
+    reference's far states and path [B, L+K, C] (``priors.npmp.model.reference_context``; None without
+    ``far_offsets`` or ``path_offsets``)."""
     states: torch.Tensor
     actions: torch.Tensor
     mask: torch.Tensor
     lookahead: torch.Tensor | None = None
-    path: torch.Tensor | None = None
+    context: torch.Tensor | None = None
 
 
 class _Trajectories:
@@ -911,20 +912,22 @@ class NPMPDataset:
     """The HDF5 file of ``collect``, restricted to ``snippets`` (None: all; hold clips out by leaving them out)."""
 
     def __init__(self, path: Path | str, snippets: list[str] | None = None, device: torch.device | str = "cpu",
-                 lookahead_source: str = "trajectory", path_offsets: tuple[int, ...] = ()):
+                 lookahead_source: str = "trajectory", path_offsets: tuple[int, ...] = (),
+                 far_offsets: tuple[int, ...] = ()):
         """``lookahead_source`` "reference": batches also carry each window's reference states (the clip's
         kinematic playback at the same time indices: priors/npmp/model.py), computed here from the shipped clips;
-        ``path_offsets``: and the reference's path at those offsets (``reference_path``)."""
-        self.path, self.device = Path(path), torch.device(device)
+        ``path_offsets``, ``far_offsets``: and the reference's path and states at those offsets
+        (``reference_context``)."""
+        self.file, self.device = Path(path), torch.device(device)
         try:
-            with h5py.File(self.path, "r") as f:
+            with h5py.File(self.file, "r") as f:
                 if f.attrs.get("format") != FORMAT or f.attrs.get("version") != VERSION:
-                    raise ConfigError(f"{self.path} is not a {FORMAT} v{VERSION} file")
+                    raise ConfigError(f"{self.file} is not a {FORMAT} v{VERSION} file")
                 available = sorted(k for k in f.keys() if isinstance(f[k], h5py.Group))
                 chosen = available if snippets is None else list(snippets)
                 unknown = sorted(set(chosen) - set(available))
                 if unknown or not chosen:
-                    raise ConfigError(f"snippets {unknown or chosen} are not in {self.path} (it has {available})")
+                    raise ConfigError(f"snippets {unknown or chosen} are not in {self.file} (it has {available})")
                 self.snippets = chosen
                 self.meta = json.loads(f.attrs["meta"])
                 self.delta_std = torch.as_tensor(f["delta_std"][()], device=self.device)
@@ -934,7 +937,7 @@ class NPMPDataset:
                 parts = {part: {k: [f[s][part][k][()] for s in chosen] for k in sorted(keys[part])}
                          for part in ("bc", "nominal")}
         except (OSError, KeyError) as e:
-            raise ConfigError(f"{self.path} is missing or corrupt ({e.__class__.__name__}: {e})") from None
+            raise ConfigError(f"{self.file} is missing or corrupt ({e.__class__.__name__}: {e})") from None
         # index of each snippet's first trajectory in the concatenated store
         self._first = {part: dict(zip(chosen, np.cumsum([0] + [len(n) for n in arrays["lengths"][:-1]])))
                        for part, arrays in parts.items()}
@@ -942,34 +945,37 @@ class NPMPDataset:
         self.nominal = _Trajectories(parts["nominal"], self.device)
         self.state_dim = int(self.delta_std.shape[0])
         self.action_dim = int(self.bc.data["mean_actions"].shape[1])
-        self.reference = self.path = None
-        self.path_offsets = tuple(path_offsets)
+        self.reference = self.context = None
+        self.path_offsets, self.far_offsets = tuple(path_offsets), tuple(far_offsets)
         if lookahead_source == "reference":
             from pipelines.npmp.evaluate import reference_playback
-            from priors.npmp.model import reference_path
+            from priors.npmp.model import NPMPConfig, reference_context
 
             clips = [reference_playback(s, ref_path=snippet_mocap(self.attrs[s])) for s in chosen]
             self._reference_last = torch.as_tensor([len(c.states) - 1 for c in clips])
             self._reference_offsets = torch.cumsum(self._reference_last + 1, 0) - self._reference_last - 1
             self.reference = torch.cat([torch.as_tensor(c.states) for c in clips]).to(self.device)
-            if self.path_offsets:
-                self.path = torch.cat([reference_path(torch.as_tensor(c.root), self.path_offsets)
-                                       for c in clips]).to(self.device)
+            if self.path_offsets or self.far_offsets:
+                reads = NPMPConfig(self.state_dim, self.action_dim, lookahead=LOOKAHEAD, lookahead_source="reference",
+                                   path_offsets=self.path_offsets, far_offsets=self.far_offsets)
+                self.context = torch.cat([reference_context(reads, torch.as_tensor(c.states), torch.as_tensor(c.root))
+                                          for c in clips]).to(self.device)
         elif lookahead_source != "trajectory":
             raise ConfigError(f"lookahead_source must be 'trajectory' or 'reference', got {lookahead_source!r}")
-        elif self.path_offsets:
-            raise ConfigError("path_offsets need the reference look-ahead (lookahead_source 'reference')")
+        elif self.path_offsets or self.far_offsets:
+            raise ConfigError("path_offsets and far_offsets need the reference look-ahead (lookahead_source "
+                              "'reference')")
 
     def _reference_windows(self, store: _Trajectories, w: Windows) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """The reference states [B, L+K, S] and path [B, L+K, P] at the windows' time indices (zero where the
-        window is padding; None where the dataset has none)."""
+        """The reference states [B, L+K, S] and context (far states and path) [B, L+K, C] at the windows' time
+        indices (zero where the window is padding; None where the dataset has none)."""
         if self.reference is None:
             return None, None
         snippet = store.owner[w.which]
         index = (self._reference_offsets[snippet, None]
                  + torch.minimum(w.time, self._reference_last[snippet, None])).to(self.device)
         gather = lambda table: None if table is None else table[index] * w.state_ok[..., None]  # noqa: E731
-        return gather(self.reference), gather(self.path)
+        return gather(self.reference), gather(self.context)
 
     def to(self, device: torch.device | str) -> "NPMPDataset":
         """Keep the data on ``device`` (batches are gathered where the data lives)."""
@@ -981,8 +987,8 @@ class NPMPDataset:
                 store.data = {k: v.to(device) for k, v in store.data.items()}
             if self.reference is not None:
                 self.reference = self.reference.to(device)
-            if self.path is not None:
-                self.path = self.path.to(device)
+            if self.context is not None:
+                self.context = self.context.to(device)
         return self
 
     def sample_bc(self, batch: int, length: int, generator: torch.Generator | None = None,
@@ -1009,7 +1015,7 @@ class NPMPDataset:
         if perturbations < 1:
             raise ConfigError(f"perturbations must be >= 1, got {perturbations}")
         if "jacobians" not in self.nominal.data:
-            raise ConfigError(f"{self.path} has no LFPC Jacobians (its experts were planners without feedback); "
+            raise ConfigError(f"{self.file} has no LFPC Jacobians (its experts were planners without feedback); "
                               "distil it with --scheme bc")
         w = self.nominal.windows(batch, length, generator)
         state_index, action_index, state_ok, mask = w.state_index, w.action_index, w.state_ok, w.mask

@@ -93,15 +93,17 @@ def distill(dataset, out_dir: Path, model_config: NPMPConfig, config: DistillCon
     if (model_config.lookahead_source == "reference") != (getattr(dataset, "reference", None) is not None):
         raise ValueError(f"the model's look-ahead reads the {model_config.lookahead_source}: load the dataset with "
                          f"lookahead_source={model_config.lookahead_source!r}")
-    if tuple(getattr(dataset, "path_offsets", ())) != model_config.path_offsets:
-        raise ValueError(f"the model reads the reference's path at {model_config.path_offsets}: load the dataset "
-                         f"with path_offsets={model_config.path_offsets}")
+    for name in ("path_offsets", "far_offsets"):
+        if tuple(getattr(dataset, name, ())) != getattr(model_config, name):
+            raise ValueError(f"the model reads the reference at {name} {getattr(model_config, name)}: load the "
+                             f"dataset with {name}={getattr(model_config, name)}")
     device = torch.device(device)
     torch.manual_seed(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
     model = NPMP(model_config).to(device)
     if initial is None:
-        path = dataset.path.to(device) if model_config.path_offsets else None   # every frame of every clip
+        # the path's normalisation from every frame of every clip (far states are normalised as states)
+        path = dataset.context[:, model_config.far_dim:].to(device) if model_config.path_offsets else None
         model.set_normalisation(dataset.bc.data["states"].to(device), path)
     elif initial.config != model_config:
         raise ValueError(f"the initial primitives' config {initial.config} differs from {model_config}")
@@ -116,7 +118,7 @@ def distill(dataset, out_dir: Path, model_config: NPMPConfig, config: DistillCon
     try:
         for step in range(1, config.steps + 1):
             batch = sample_batch(dataset, config, generator, device)
-            loss, scalars = model.loss(batch.states, batch.actions, batch.mask, batch.lookahead, batch.path)
+            loss, scalars = model.loss(batch.states, batch.actions, batch.mask, batch.lookahead, batch.context)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"NPMP loss is {loss.item()} at step {step}")
             optimiser.zero_grad(set_to_none=True)

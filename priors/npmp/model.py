@@ -20,6 +20,11 @@ Seed 000_02c29175254ceb0c.txt, Ch 8 (transcribed in ../shared/research/seed000.m
   (0.15 s) long: a 15 deg/s arc shows in it only as a 0.4-sd shift of the gyro's yaw axis, and students trained
   with it did not act on which way an arc bends. Over 30 frames the heading change moves by 2.1-2.5 of its spread
   over the stride;
+- departure (``far_offsets``; docs/npmp.md, "The tube a student leaves"): x_t also holds the reference's states at
+  frames t + j for each far offset j (beyond K; the last frame repeated past the end). The planner that labels the
+  data plans 1.8 s (60 frames) ahead, so two chains that share their first frames but part at a join 0.6 s later
+  get different labels for the same first frames (0.5 of a state's spread apart at once); an encoder that sees
+  0.15 s ahead cannot tell them apart and its student leaves both teachers' tubes within ten frames;
 - decoder pi(a_t | s_t, z_t): Gaussian with a fixed std of 0.1 on actions normalised to [-1, 1] (no squashing: the
   experts' mean actions are the targets, and reuse clips the decoder's mean to the action bounds);
 - beta-ELBO (eq 8.3): E_q[sum_t log pi(a_t | s_t, z_t) + beta (log p_z(z_t | z_{t-1}) - log q(z_t | z_{t-1}, x_t))],
@@ -66,6 +71,26 @@ def reference_path(root: torch.Tensor, offsets: tuple[int, ...]) -> torch.Tensor
     return torch.cat(features, dim=-1) if features else root.new_zeros(last + 1, 0)
 
 
+def reference_far(states: torch.Tensor, offsets: tuple[int, ...]) -> torch.Tensor:
+    """[T+1, S len(offsets)]: for each frame t the reference states ``states [T+1, S]`` at t + j for each offset j,
+    the last frame repeated past the clip's end (as in the look-ahead)."""
+    last = states.shape[0] - 1
+    t = torch.arange(last + 1, device=states.device)
+    return torch.cat([states[torch.clamp(t + j, max=last)] for j in offsets], dim=-1) if offsets else \
+        states.new_zeros(last + 1, 0)
+
+
+def reference_context(config, states: torch.Tensor, root: torch.Tensor | None) -> torch.Tensor:
+    """What the encoder reads of a reference per frame beyond its K-frame look-ahead, [T+1, ``context_dim``]: the
+    far states (``far_offsets``), then the path (``path_offsets``; from the root's floor poses ``root [T+1, 3]``)."""
+    if config.path_offsets and (root is None or len(root) != len(states)):
+        raise ValueError(f"primitives with path_offsets {config.path_offsets} need the reference root's "
+                         f"{len(states)} poses, got {None if root is None else len(root)}")
+    path = reference_path(root.to(states), config.path_offsets) if config.path_offsets else \
+        states.new_zeros(len(states), 0)
+    return torch.cat([reference_far(states, config.far_offsets), path], dim=-1)
+
+
 @dataclasses.dataclass(frozen=True)
 class NPMPConfig:
     state_dim: int
@@ -79,10 +104,20 @@ class NPMPConfig:
     lookahead: int = 5
     lookahead_source: str = "trajectory"   # or "reference" (the module docstring)
     path_offsets: tuple[int, ...] = ()     # frames ahead at which the encoder reads the reference's path
+    far_offsets: tuple[int, ...] = ()      # frames beyond the look-ahead at which it also reads the reference's states
 
     @property
     def path_dim(self) -> int:
         return PATH_FEATURES * len(self.path_offsets)
+
+    @property
+    def far_dim(self) -> int:
+        return self.state_dim * len(self.far_offsets)
+
+    @property
+    def context_dim(self) -> int:
+        """What x_t holds per step beyond the K + 1 states: the far states, then the path (``reference_context``)."""
+        return self.far_dim + self.path_dim
 
     def validate(self) -> None:
         if min(self.state_dim, self.action_dim, self.latent_dim) < 1:
@@ -100,12 +135,17 @@ class NPMPConfig:
                                   or list(self.path_offsets) != sorted(set(self.path_offsets))):
             raise ValueError("path_offsets need the reference look-ahead and must be increasing positive frame "
                              f"counts, got {self.path_offsets} with a {self.lookahead_source} look-ahead")
+        if self.far_offsets and (self.lookahead_source != "reference" or min(self.far_offsets) <= self.lookahead
+                                 or list(self.far_offsets) != sorted(set(self.far_offsets))):
+            raise ValueError(f"far_offsets need the reference look-ahead and must be increasing frame counts beyond "
+                             f"the look-ahead ({self.lookahead}), got {self.far_offsets} with a "
+                             f"{self.lookahead_source} look-ahead")
 
     @classmethod
     def from_dict(cls, d: dict) -> "NPMPConfig":
         d = dict(d)
-        for key in ("encoder_hidden", "decoder_hidden", "path_offsets"):
-            d[key] = tuple(d.get(key, ()))   # primitives saved before path_offsets existed have none
+        for key in ("encoder_hidden", "decoder_hidden", "path_offsets", "far_offsets"):
+            d[key] = tuple(d.get(key, ()))   # primitives saved before these offsets existed have none
         return cls(**d)
 
 
@@ -114,7 +154,7 @@ class NPMP(nn.Module):
         super().__init__()
         config.validate()
         self.config = c = config
-        self.encoder = mlp(c.latent_dim + (c.lookahead + 1) * c.state_dim + c.path_dim, c.encoder_hidden,
+        self.encoder = mlp(c.latent_dim + (c.lookahead + 1) * c.state_dim + c.context_dim, c.encoder_hidden,
                            2 * c.latent_dim)
         self.decoder = mlp(c.state_dim + c.latent_dim, c.decoder_hidden, c.action_dim)
         # states enter both networks as (s - shift) / scale: proprioception mixes angles (~0.1) with velocities
@@ -145,12 +185,33 @@ class NPMP(nn.Module):
         path's normalisation is fitted to ``path [M, P]``. Primitives that read a path already: ValueError."""
         if self.config.path_offsets:
             raise ValueError(f"these primitives read the path at {self.config.path_offsets} already")
-        model = NPMP(dataclasses.replace(self.config, path_offsets=tuple(offsets))).to(self.state_shift.device)
-        weights = {**self.state_dict(), "path_shift": model.path_shift, "path_scale": model.path_scale}
-        first = weights["encoder.0.weight"]   # its input is [z_{t-1}, states, path]: the path's columns come last
-        weights["encoder.0.weight"] = torch.cat([first, first.new_zeros(first.shape[0], model.config.path_dim)], 1)
-        model.load_state_dict(weights)
+        model = self._widened(dataclasses.replace(self.config, path_offsets=tuple(offsets)))
         model.set_normalisation(None, path)
+        return model
+
+    def with_far(self, offsets: tuple[int, ...]) -> "NPMP":
+        """These primitives, also reading the reference's states ``offsets`` frames ahead (normalised as states),
+        acting exactly as before until trained (``with_path``). Primitives that read far states already:
+        ValueError."""
+        if self.config.far_offsets:
+            raise ValueError(f"these primitives read the states {self.config.far_offsets} frames ahead already")
+        return self._widened(dataclasses.replace(self.config, far_offsets=tuple(offsets)))
+
+    def _widened(self, config: NPMPConfig) -> "NPMP":
+        """These primitives under ``config``, whose encoder reads more far states or path features: the new input
+        columns' weights start at zero, the rest (and the normalisation) are kept."""
+        model = NPMP(config).to(self.state_shift.device)
+        weights = {**self.state_dict(), "path_shift": model.path_shift, "path_scale": model.path_scale}
+        weights["path_shift"][:self.config.path_dim] = self.path_shift   # a path read already keeps its place
+        weights["path_scale"][:self.config.path_dim] = self.path_scale
+        # the encoder's input is [z_{t-1}, K + 1 states, far states, path]
+        first, c, old = weights["encoder.0.weight"], config, self.config
+        head = first[:, :c.latent_dim + (c.lookahead + 1) * c.state_dim]
+        far, path = first[:, head.shape[1]:head.shape[1] + old.far_dim], first[:, head.shape[1] + old.far_dim:]
+        zeros = lambda n: first.new_zeros(first.shape[0], n)  # noqa: E731
+        weights["encoder.0.weight"] = torch.cat([head, far, zeros(c.far_dim - old.far_dim), path,
+                                                 zeros(c.path_dim - old.path_dim)], 1)
+        model.load_state_dict(weights)
         return model
 
     def normalise(self, states: torch.Tensor) -> torch.Tensor:
@@ -163,8 +224,8 @@ class NPMP(nn.Module):
         return mean, torch.full_like(mean, self.config.decoder_std)
 
     def encode_step(self, z_prev: torch.Tensor, window: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """q(z_t | z_{t-1}, x_t): mean and std, ``window`` = x_t flattened: K + 1 states, then the path p_t when
-        the primitives read one (raw; normalised here)."""
+        """q(z_t | z_{t-1}, x_t): mean and std, ``window`` = x_t flattened: K + 1 states, then the far states and
+        the path p_t when the primitives read them (raw; normalised here)."""
         c = self.config
         split = window.shape[-1] - c.path_dim
         states = self.normalise(window[..., :split].unflatten(-1, (-1, c.state_dim))).flatten(-2)
@@ -172,10 +233,11 @@ class NPMP(nn.Module):
         return gaussian_head(self.encoder(torch.cat([z_prev, states, path], dim=-1)))
 
     def windows(self, states: torch.Tensor, targets: torch.Tensor | None = None,
-                path: torch.Tensor | None = None) -> torch.Tensor:
-        """x_t = [s_t, f_{t+1}, ..., f_{t+K}, p_t] for t < T - K, from ``states [B, T, S]``, the look-ahead
-        ``targets`` f (``[B, T, S]`` aligned with the states; None: the states themselves) and, with
-        ``path_offsets``, the reference path ``path [B, T, P]`` (``reference_path``): [B, T - K, (K + 1) S + P]."""
+                context: torch.Tensor | None = None) -> torch.Tensor:
+        """x_t = [s_t, f_{t+1}, ..., f_{t+K}, c_t] for t < T - K, from ``states [B, T, S]``, the look-ahead
+        ``targets`` f (``[B, T, S]`` aligned with the states; None: the states themselves) and, for primitives that
+        read far states or a path, the reference's ``context [B, T, C]`` (``reference_context``):
+        [B, T - K, (K + 1) S + C]."""
         K, T = self.config.lookahead, states.shape[1]
         if T <= K:
             raise ValueError(f"need more than lookahead = {K} states to form one window, got {T}")
@@ -183,21 +245,22 @@ class NPMP(nn.Module):
         if ahead.shape != states.shape:
             raise ValueError(f"look-ahead targets {tuple(ahead.shape)} do not match states {tuple(states.shape)}")
         parts = [states[:, :T - K]] + [ahead[:, j:T - K + j] for j in range(1, K + 1)]
-        if self.config.path_dim:
-            if path is None or path.shape != (*states.shape[:2], self.config.path_dim):
-                raise ValueError(f"primitives with path_offsets {self.config.path_offsets} need the reference path "
-                                 f"[{states.shape[0]}, {T}, {self.config.path_dim}], got "
-                                 f"{None if path is None else tuple(path.shape)}")
-            parts.append(path[:, :T - K])
+        if self.config.context_dim:
+            if context is None or context.shape != (*states.shape[:2], self.config.context_dim):
+                raise ValueError(f"primitives with far_offsets {self.config.far_offsets} and path_offsets "
+                                 f"{self.config.path_offsets} need the reference context "
+                                 f"[{states.shape[0]}, {T}, {self.config.context_dim}], got "
+                                 f"{None if context is None else tuple(context.shape)}")
+            parts.append(context[:, :T - K])
         return torch.cat(parts, dim=-1)
 
     # -- inference ---------------------------------------------------------------------------------------------
     def encode(self, states: torch.Tensor, sample: bool = True, targets: torch.Tensor | None = None,
-               path: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+               context: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Latents z_{1:T-K} [B, T-K, L] for ``states [B, T, S]`` (look-ahead from ``targets``, see ``windows``)
         and the per-step KL term log q - log p_z [B, T-K] at those latents. ``sample=False`` takes q's mean at
         every step (one-shot imitation)."""
-        x = self.windows(states, targets, path)
+        x = self.windows(states, targets, context)
         z_prev = states.new_zeros(states.shape[0], self.config.latent_dim)
         latents, kl_terms = [], []
         for t in range(x.shape[1]):
@@ -210,14 +273,14 @@ class NPMP(nn.Module):
         return torch.stack(latents, dim=1), torch.stack(kl_terms, dim=1)
 
     def elbo_terms(self, states: torch.Tensor, actions: torch.Tensor, targets: torch.Tensor | None = None,
-                   path: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   context: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per-step log pi(a_t | s_t, z_t) and log q(z_t|.) - log p_z(z_t|z_{t-1}) [B, T-K], one sample of z, and
         the decoder's means [B, T-K, A].
 
         ``states [B, T, S]``, ``actions [B, T-K, A]``: the last K states only feed the encoder's look-ahead;
-        ``targets``, ``path``: the look-ahead's source when it is not the states, and the reference path
-        (``windows``)."""
-        z, kl_terms = self.encode(states, sample=True, targets=targets, path=path)
+        ``targets``, ``context``: the look-ahead's source when it is not the states, and the reference's far
+        states and path (``windows``)."""
+        z, kl_terms = self.encode(states, sample=True, targets=targets, context=context)
         T = z.shape[1]
         if actions.shape[1] != T:
             raise ValueError(f"{states.shape[1]} states give {T} steps with a full look-ahead; got "
@@ -226,10 +289,10 @@ class NPMP(nn.Module):
         return gaussian_log_prob(actions, mean, std), kl_terms, mean
 
     def loss(self, states: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None,
-             targets: torch.Tensor | None = None, path: torch.Tensor | None = None
+             targets: torch.Tensor | None = None, context: torch.Tensor | None = None
              ) -> tuple[torch.Tensor, dict[str, float]]:
         """The negative beta-ELBO (eq 8.3) per valid step (``mask [B, T-K]``: 1 where the step is real data)."""
-        log_lik, kl_terms, mean = self.elbo_terms(states, actions, targets, path)
+        log_lik, kl_terms, mean = self.elbo_terms(states, actions, targets, context)
         mask = torch.ones_like(log_lik) if mask is None else mask
         steps = mask.sum().clamp_min(1.0)
         log_lik_mean = (log_lik * mask).sum() / steps

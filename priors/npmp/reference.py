@@ -23,25 +23,21 @@ import numpy as np
 
 import torch
 
-from priors.npmp.model import reference_path
+from priors.npmp.model import reference_context, reference_path
 
 CONTROL_STEP_SECONDS = 0.03   # the CMU humanoid's control step: one reference frame per step
 
 
 def reference_input(model, reference: torch.Tensor, root: torch.Tensor | None = None):
     """``t -> x_t``: what the encoder reads of the reference at step t: the reference states r_{t+1..t+K} (the last
-    frame repeated past the clip's end), and with ``path_offsets`` the path p_t read from the reference root's poses
-    ``root [T+1, 3]``."""
+    frame repeated past the clip's end), and with ``far_offsets`` and ``path_offsets`` the states further ahead and
+    the path read from the reference root's poses ``root [T+1, 3]`` (``reference_context``)."""
     K, last = model.config.lookahead, len(reference) - 1
-    if model.config.path_offsets and (root is None or len(root) != len(reference)):
-        raise ValueError(f"primitives with path_offsets {model.config.path_offsets} need the reference root's "
-                         f"{len(reference)} poses, got {None if root is None else len(root)}")
-    path = (reference_path(root.to(reference), model.config.path_offsets) if model.config.path_offsets
-            else reference.new_zeros(len(reference), 0))
+    context = reference_context(model.config, reference, root)
 
     def read(t: int) -> torch.Tensor:
         ahead = reference[[min(t + j, last) for j in range(1, K + 1)]]
-        return torch.cat([ahead.flatten(), path[min(t, last)]])
+        return torch.cat([ahead.flatten(), context[min(t, last)]])
 
     return read
 
@@ -72,7 +68,7 @@ def bent_reference_input(model, references: dict, arc_rate: float):
     ahead_frames = max(offsets)
 
     def read(t: int, rate: float) -> torch.Tensor:
-        frames = [min(t + j, last) for j in range(1, K + 1)]
+        frames = [min(t + j, last) for j in [*range(1, K + 1), *model.config.far_offsets]]
         arc_states = references["left" if rate > 0 else "right"][0]
         share = abs(rate) / arc_rate
         ahead = straight_states[frames] + share * (arc_states[frames] - straight_states[frames])
@@ -250,8 +246,8 @@ class ReferenceChain:
 
     def read(self, t: int) -> torch.Tensor:
         config, last = self.model.config, len(self) - 1
-        ahead = torch.as_tensor(self._states[[min(t + j, last) for j in range(1, config.lookahead + 1)]],
-                                device=self.device)
+        frames = [*range(1, config.lookahead + 1), *config.far_offsets]   # the look-ahead, then the far states
+        ahead = torch.as_tensor(self._states[[min(t + j, last) for j in frames]], device=self.device)
         if not config.path_offsets:
             return ahead.flatten()
         index = [min(t + j, last) for j in range(max(config.path_offsets) + 1)]

@@ -1,0 +1,165 @@
+"""Where does a student leave its teacher? (issue 13; docs/npmp.md, "The tube a student leaves").
+
+A student distilled from an LQR law (``collect --expert-policy lqr``) saw the law's noisy rollouts only: states in a
+tube around the law's noise-free run. This measures, per snippet, how wide that tube is and how soon the student,
+driving closed loop from the clip's first frame, leaves it:
+- the tube: at every frame, the median and 90th percentile over the collection's noisy rollouts of their distance
+  from the law's noise-free run (``nominal``);
+- the student: its distance from the same noise-free run at every frame, the frame from which it stays above the
+  tube's 90th percentile (``leaves_at``: the first of ``--stay`` frames in a row outside it), and the steps before
+  its head drops below the fall line (``upright``, as ``npmp_noise.py``);
+- ``label_error``: the squared difference per action dimension between the student's command and the law's label at
+  the student's own states (what a DAgger round would teach there), in the tube and after leaving it.
+Distances are root-mean-square over the proprioceptive state's dimensions, each divided by its spread over the
+collection (so angles and velocities weigh alike). The law is rebuilt from the planner's run stored in the data file
+(nothing is planned again).
+
+    python benchmarks/npmp_tube.py --data runs/same2/lqr_chains.h5 --mocap runs/same2/chains.h5 \\
+        --primitives runs/same2/p0_s1 --snippets pairE pairF
+
+Results are kept per primitives and snippet (and the data file's tube): a rerun measures only what the file lacks.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.runs import fail, resumed_results, write_json  # noqa: E402
+
+
+def tube(dataset, snippet: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(nominal states [T+1, S], per-dimension spread [S], median and 90th-percentile distance [T+1] of the
+    collection's noisy rollouts from the nominal; nan where no rollout lasts that long)."""
+    nominal = dataset.trajectory(snippet, "nominal", 0)["states"]
+    rollouts = [dataset.trajectory(snippet, "bc", i)["states"] for i in range(int(dataset.attrs[snippet]["trajectories"]))]
+    spread = np.maximum(np.concatenate([nominal, *rollouts]).std(0), 1e-2)
+    distances = np.full((len(rollouts), len(nominal)), np.nan)
+    for row, states in zip(distances, rollouts):
+        n = min(len(states), len(nominal))
+        row[:n] = distance(states[:n], nominal[:n], spread)
+    with np.errstate(all="ignore"):   # frames that no rollout reached stay nan
+        return nominal, spread, np.nanmedian(distances, 0), np.nanpercentile(distances, 90, 0)
+
+
+def distance(states: np.ndarray, nominal: np.ndarray, spread: np.ndarray) -> np.ndarray:
+    return np.sqrt((((states - nominal) / spread) ** 2).mean(-1))
+
+
+def leaves_at(student: np.ndarray, limit: np.ndarray, stay: int) -> int | None:
+    """The first frame of ``stay`` frames in a row with the student's distance above the tube's ``limit``."""
+    outside = student > np.nan_to_num(limit, nan=np.inf)
+    for t in range(len(outside) - stay + 1):
+        if outside[t:t + stay].all():
+            return t
+    return None
+
+
+def student_episode(expert, env, actor, noise: float, seed: int) -> dict:
+    """The student drives from the clip's first frame; the law labels every state it visits. Returns the
+    proprioceptive states [T+1, S], the commands and labels [T, A] and the steps upright."""
+    from benchmarks.npmp_long import Upright
+
+    rng = np.random.default_rng(seed)
+    obs, _ = env.reset(seed=0)
+    expert.begin_episode()
+    upright, states, commands, labels = Upright(), [], [], []
+    upright(env, 0)
+    while upright.fell_at is None:
+        state = expert.layout.flatten(obs)[expert.proprio]
+        states.append(state)
+        labels.append(expert.mean_command(None))
+        command = actor(len(commands), state)
+        if noise:
+            command = np.clip(command + noise * rng.standard_normal(command.shape), -1.0, 1.0)
+        commands.append(command)
+        obs, _, terminated, truncated, _ = env.step(expert.env_action(command))
+        upright(env, len(commands))
+        if terminated or truncated:
+            break
+    states.append(expert.layout.flatten(obs)[expert.proprio])
+    return {"states": np.asarray(states), "commands": np.asarray(commands), "labels": np.asarray(labels),
+            "upright": upright.summary()["steps"]}
+
+
+def measure(dataset, data: Path, mocap: Path, primitives: Path, snippet: str, noise: float, stay: int,
+            every: int) -> dict:
+    from benchmarks.npmp_noise import law_expert
+    from pipelines.npmp.evaluate import primitives_actor, reference_playback
+    from priors.npmp import load_primitives
+
+    nominal, spread, median, p90 = tube(dataset, snippet)
+    model, _ = load_primitives(primitives)
+    expert, env = law_expert(data, snippet, mocap)
+    try:
+        actor = primitives_actor(model, snippet, 0, str(mocap), reference_playback(snippet, 0, str(mocap)))
+        run = student_episode(expert, env, actor, noise, seed=0)
+    finally:
+        env.close()
+    n = min(len(run["states"]), len(nominal))
+    apart = distance(run["states"][:n], nominal[:n], spread)
+    left = leaves_at(apart, p90[:n], stay)
+    error = ((run["commands"] - run["labels"]) ** 2).mean(1)
+    inside, outside = error[:left if left is not None else len(error)], error[left:] if left is not None else []
+    binned = lambda x: [round(float(np.nanmean(x[k:k + every])), 4) for k in range(0, len(x), every)]  # noqa: E731
+    return {"frames": len(nominal) - 1, "upright": run["upright"], "leaves_at": left, "noise": noise,
+            "label_error_inside": round(float(np.mean(inside)), 5) if len(inside) else None,
+            "label_error_outside": round(float(np.mean(outside)), 5) if len(outside) else None,
+            "every": every, "student_distance": binned(apart), "tube_median": binned(median[:n]),
+            "tube_p90": binned(p90[:n]), "label_error": binned(error)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", type=Path, required=True, help="a data file collected with --expert-policy lqr")
+    p.add_argument("--mocap", type=Path, required=True, help="the mocap file holding the snippets")
+    p.add_argument("--primitives", type=Path, nargs="+", required=True)
+    p.add_argument("--snippets", nargs="+", required=True)
+    p.add_argument("--noise", type=float, default=0.0, help="action noise on the student's commands")
+    p.add_argument("--stay", type=int, default=3, help="frames in a row outside the tube that count as leaving it")
+    p.add_argument("--every", type=int, default=10, help="frames per bin in the stored per-frame lists")
+    p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_tube.json")
+    args = p.parse_args(argv)
+
+    import torch
+
+    from envs import EnvError
+    from pipelines.npmp.data import ConfigError, NPMPDataset
+    from priors.npmp import ModuleFileError
+
+    torch.set_num_threads(1)
+    if not args.noise >= 0 or args.stay < 1 or args.every < 1:
+        fail("--noise must be >= 0, --stay and --every >= 1")
+    for path in (args.data, args.mocap):
+        if not path.is_file():
+            fail(f"no such file: {path}")
+    try:
+        dataset = NPMPDataset(args.data, snippets=args.snippets)
+    except ConfigError as e:
+        fail(str(e))
+    results = resumed_results(args.results, Path(__file__).name, argv, mocap=str(args.mocap))
+    rows = results.setdefault("primitives", {})
+    for primitives in args.primitives:
+        for snippet in args.snippets:
+            key = f"{snippet} (tube of {args.data}, noise {args.noise:g})"
+            if key in rows.get(str(primitives), {}):
+                continue
+            try:
+                row = measure(dataset, args.data, args.mocap, primitives, snippet, args.noise, args.stay, args.every)
+            except (EnvError, ConfigError, ModuleFileError, ValueError, OSError) as e:
+                fail(f"{primitives}: {snippet}: {str(e).splitlines()[0]}")
+            rows.setdefault(str(primitives), {})[key] = row
+            write_json(args.results, results)
+            print(f"{primitives}: {snippet}: upright {row['upright']} of {row['frames']}, leaves the tube at "
+                  f"{row['leaves_at']}; label error {row['label_error_inside']} inside, {row['label_error_outside']} "
+                  f"after", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
