@@ -265,7 +265,8 @@ class ClipChoiceActionEnv(gym.Wrapper):
     primitives' own encoder reads the chain, as when they imitate a clip they are shown: z_t = the encoder's mean
     given z_{t-1}, the proprio state and the chain's frames t+1..t+K; the environment receives clip(decoder mean,
     -1, 1). One step of this environment runs until ``lead`` frames of the chain are left (the next choice is then
-    made while the walker still has frames to follow), or the episode ends; rewards are summed. ``blend`` (< ``lead``)
+    made while the walker still has frames to follow, and every frame the encoder reads, far states included, is one
+already chosen), or the episode ends; rewards are summed. ``blend`` (< ``lead``)
     fades each join in over that many frames (``ReferenceChain``).
 
     Every episode starts on the first frame of ``start_clip`` (``envs.locomotion`` ``start_snippet``): the chain
@@ -288,9 +289,11 @@ class ClipChoiceActionEnv(gym.Wrapper):
                              f"{', '.join(choices) or 'none'}")
         if CLIP_OBS in spaces:
             raise ValueError(f"the environment already has an observation group {CLIP_OBS!r}")
-        self.lead = model.config.lookahead + 3 if lead is None else int(lead)
-        if self.lead < model.config.lookahead:
-            raise ValueError(f"lead must be at least the primitives' look-ahead ({model.config.lookahead}), got "
+        # the furthest frame the encoder reads must be one the high level has chosen already
+        reach = max(model.config.lookahead, *model.config.far_offsets)
+        self.lead = reach + 3 if lead is None else int(lead)
+        if self.lead < reach:
+            raise ValueError(f"lead must be at least as far as the primitives read ahead ({reach} frames), got "
                              f"{self.lead}")
         if not 0 <= blend < self.lead:
             raise ValueError(f"blend must lie in [0, lead = {self.lead}): the blended frames must lie ahead of the "

@@ -335,6 +335,26 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
         with pytest.raises(SystemExit) as exit_:
             robust_main(bad)
         assert exit_.value.code == 2
+    # where the student leaves the law's tube (benchmarks/npmp_tube.py): the tube is the collection's own noisy
+    # rollouts around the law's noise-free run; the law labels the student's own states
+    from benchmarks.npmp_tube import leaves_at, main as tube_main
+
+    assert leaves_at(np.array([0.1, 0.3, 0.1, 0.3, 0.3]), np.full(5, 0.2), 2) == 3
+    assert leaves_at(np.array([0.1, 0.3]), np.array([0.2, np.nan]), 1) is None   # no rollout got that far
+    tube = tmp_path / "tube.json"
+    common_tube = ["--data", str(data), "--mocap", str(mocap), "--snippets", looped, "--results", str(tube)]
+    assert tube_main([*common_tube, "--primitives", str(primitives), "--every", "5"]) == 0
+    (row,) = json.loads(tube.read_text())["primitives"][str(primitives)].values()
+    assert 0 < row["upright"] <= row["frames"] and row["label_error_inside"] > 0
+    assert len(row["student_distance"]) == len(row["tube_p90"]) and row["student_distance"][0] > 0
+    capsys.readouterr()
+    assert tube_main([*common_tube, "--primitives", str(primitives), "--every", "5"]) == 0   # kept, not rerun
+    assert capsys.readouterr().out == ""
+    for bad in (["--primitives", str(tmp_path / "none")], ["--primitives", str(primitives), "--stay", "0"],
+                ["--primitives", str(primitives), "--snippets", TRAIN]):
+        with pytest.raises(SystemExit) as exit_:
+            tube_main([*common_tube, *bad])
+        assert exit_.value.code == 2
     # steering a law (benchmarks/npmp_steer_law.py) needs a periodic one, and commands it knows
     from benchmarks.npmp_steer_law import commanded_turn, main as steer_main
 
