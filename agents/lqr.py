@@ -210,6 +210,36 @@ class _PlannerActing:
         return self.planner.act()
 
 
+def branched_nominal(env, planner, parent: dict, frame: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(states [T+1], commands [T], terminated) as ``planned_nominal``, for a snippet whose first reference frames
+    are another's (a chain of clips that parts from another at a join): the other's planned run ``parent``
+    (``physics_states``, ``commands``) is replayed for ``frame`` steps, then ``planner`` takes over. MuJoCo is
+    deterministic, so the replay reaches the parent's state at ``frame`` (checked: ConfigError otherwise). Chains
+    that share their first frames then share their nominal there, as they share what a student reads there
+    (docs/npmp.md, "The tube a student leaves")."""
+    if not 0 < frame <= len(parent["commands"]):
+        raise ConfigError(f"a branch point must lie in [1, {len(parent['commands'])}] (the parent's run), got {frame}")
+    planner.reset()
+    return closed_loop(env, _Branching(env, planner, parent, frame))
+
+
+class _Branching:
+    """The parent's commands until the branch point, then the planner (``branched_nominal``)."""
+
+    def __init__(self, env, planner, parent: dict, frame: int):
+        self.env, self.planner, self.parent, self.frame = env, planner, parent, frame
+
+    def command(self, t: int, state: np.ndarray) -> np.ndarray:
+        if t < self.frame:
+            return np.asarray(self.parent["commands"][t])
+        if t == self.frame:
+            gap = float(np.abs(state - self.parent["physics_states"][t]).max())
+            if gap > 1e-6:
+                raise ConfigError(f"replaying the parent's run does not reach its state at the branch point "
+                                  f"(largest difference {gap:.3g}): the two snippets do not start alike")
+        return self.planner.act()
+
+
 def _settings(config: LQRConfig) -> str:
     return json.dumps(dataclasses.asdict(config), sort_keys=True)
 

@@ -146,6 +146,42 @@ def test_blended_joins_spread_the_jump_and_the_planner_gets_the_same_chain(clips
         ReferenceChain(None, graph, WALK, 40, blend=-1)
 
 
+def test_chains_that_share_their_start_share_their_teacher_there(clips, capsys):
+    """``collect --branch``: a chain's LQR law is built around the run of another chain it shares its first frames
+    with, replayed to the branch point, then planned on (docs/npmp.md, "The tube a student leaves")."""
+    from pipelines.npmp.__main__ import main as npmp_main
+    from pipelines.npmp.data import read_results
+
+    chains = clips["root"] / "branching.h5"
+    assert npmp_main(["chain", "--mocap", str(clips["walks"]), str(TURNS), "--chain", f"left={WALK}:40,{LEFT}",
+                      "--chain", f"right={WALK}:40,{RIGHT}", "--out", str(chains)]) == 0
+    planner = [arg for pair in ("horizon=4", "knots=1", "candidates=4", "iterations=1", "method=ps")
+               for arg in ("--planner-set", pair)]
+    common = ["collect", "--experts", "mpc", "--expert-policy", "lqr", "--held-out", "09_01-0", "--processes", "1",
+              "--trajectories", "1", "--perturbation-trajectories", "1", "--ending", "fall", "--mocap", str(chains),
+              *planner]
+    parent, child = clips["root"] / "left.h5", clips["root"] / "right.h5"
+    assert npmp_main([*common, "--snippets", "left", "--data", str(parent)]) == 0
+    assert npmp_main([*common, "--snippets", "right", "--plan-from", str(parent), "--branch", "right=left:20",
+                      "--data", str(child)]) == 0
+    (left,), _ = read_results(parent)
+    (right,), meta = read_results(child)
+    assert meta["branches"] == {"right": ["left", 20]} and right["attrs"]["branch"] == "left@20"
+    assert int(right["plan"]["branched_at"]) == 20
+    np.testing.assert_array_equal(right["plan"]["commands"][:20], left["plan"]["commands"][:20])
+    np.testing.assert_allclose(right["plan"]["physics_states"][:21], left["plan"]["physics_states"][:21], atol=1e-9)
+    assert not np.allclose(right["plan"]["commands"][20:23], left["plan"]["commands"][20:23])   # planned on its own
+    capsys.readouterr()
+    for bad, message in ((["--branch", "right=left:45"], "differ before the branch point"),
+                         (["--branch", "right=nowhere:30"], "in none of the --plan-from"),
+                         (["--branch", "right=left"], "SNIPPET=PARENT:FRAME")):
+        out = clips["root"] / "bad_branch.h5"
+        assert npmp_main([*common, "--snippets", "right", "--plan-from", str(parent), *bad, "--data", str(out)]) == 2
+        assert message in capsys.readouterr().err and not out.exists()
+    assert npmp_main([*common, "--snippets", "right", "--branch", "right=left:20", "--data", str(out)]) == 2
+    assert "--branch needs" in capsys.readouterr().err
+
+
 def test_the_high_level_chooses_clips_and_the_primitives_follow_the_chain(clips):
     import envs
     from priors.npmp import load_primitives

@@ -67,6 +67,11 @@ def _collect_args(p):
                    help="--expert-policy lqr: rebuild each snippet's law around the planner run saved in these data "
                         "files (earlier LQR collections with the same planner settings; the first holding the "
                         "snippet) instead of planning again; a snippet none of them holds is planned")
+    p.add_argument("--branch", action="append", default=[], metavar="SNIPPET=PARENT:FRAME",
+                   help="--expert-policy lqr: SNIPPET's planner run is PARENT's (saved in a --plan-from file) up to "
+                        "FRAME, then planned on from there: chains that share their first frames share their "
+                        "teacher there (docs/npmp.md, \"The tube a student leaves\"); their references must agree "
+                        "up to FRAME")
     _ending_arg(p, "rollouts")
     p.add_argument("--trajectories", type=int, default=20,
                    help="noisy rollouts per expert (thesis: 100)")
@@ -254,14 +259,19 @@ def collection_jobs(args) -> tuple[list, dict]:
                 if not path.is_file():
                     raise ConfigError(f"no data file {path} to take the planner's runs from")
             expert_meta["plan_from"] = [_repo_relative(path) for path in args.plan_from]
+        branches = parse_branches(args.branch, snippets)
+        if branches and (args.expert_policy != "lqr" or not args.plan_from):
+            raise ConfigError("--branch needs --expert-policy lqr and --plan-from (the file with the parents' runs)")
+        if branches:
+            expert_meta["branches"] = {s: list(b) for s, b in branches.items()}
     else:
         if args.expert_policy != "plan":
             raise ConfigError("--expert-policy lqr needs --experts mpc (the LQR law is built around a planner's run)")
         if mocap:
             raise ConfigError("--mocap needs --experts mpc (svg0 experts were trained on the shipped snippets)")
-        if args.plan_from or args.ending != "tracking":
-            raise ConfigError("--plan-from and --ending need --experts mpc")
-        settings, expert_meta = None, {"experts": "svg0"}
+        if args.plan_from or args.ending != "tracking" or args.branch:
+            raise ConfigError("--plan-from, --branch and --ending need --experts mpc")
+        settings, expert_meta, branches = None, {"experts": "svg0"}, {}
         sources = [str(d) for d in expert_dirs(args.experts_root, snippets)]
     env_options, ending_meta = ending_options(args)
     collection = {"trajectories": args.trajectories, "action_noise_std": args.action_noise,
@@ -271,9 +281,27 @@ def collection_jobs(args) -> tuple[list, dict]:
     jobs = [data.CollectJob(snippet, source, str(parts / f"{snippet}.h5"), args.seed + i, args.trajectories,
                             args.action_noise, args.perturbation_trajectories, settings,
                             {**collection, "seed": args.seed + i}, lqr, mocap,
-                            tuple(map(str, args.plan_from)) if args.plan_from else None, env_options)
+                            tuple(map(str, args.plan_from)) if args.plan_from else None, env_options,
+                            branches.get(snippet))
             for i, (snippet, source) in enumerate(zip(snippets, sources))]
     return jobs, {**collection, "seed": args.seed, "held_out": list(args.held_out)}
+
+
+def parse_branches(specs: list[str], snippets: list[str]) -> dict[str, tuple[str, int]]:
+    """``--branch SNIPPET=PARENT:FRAME`` values as {snippet: (parent, frame)}; ConfigError for a malformed one."""
+    from agents.config import ConfigError
+
+    branches = {}
+    for spec in specs:
+        snippet, _, rest = spec.partition("=")
+        parent, _, frame = rest.rpartition(":")
+        if not (snippet and parent and frame.isdigit() and int(frame) >= 1):
+            raise ConfigError(f"--branch {spec}: expected SNIPPET=PARENT:FRAME with FRAME a whole number >= 1")
+        if snippet not in snippets or snippet == parent or snippet in branches:
+            raise ConfigError(f"--branch {spec}: {snippet} must be one of the collected snippets (once), and not "
+                              "its own parent")
+        branches[snippet] = (parent, int(frame))
+    return branches
 
 
 def collect(args) -> Path:

@@ -312,27 +312,34 @@ class FeedbackExpert(PlannerExpert):
     ``cycle_report`` then says which candidates were tried and which was kept."""
 
     def __init__(self, snippet: str, config=None, lqr_config=None, plan: dict | None = None, mocap: str | None = None,
-                 env_options: dict | None = None):
+                 env_options: dict | None = None, branch: tuple[dict, int] | None = None):
         """``plan``: the planner's run saved with collected data (``plan`` arrays of ``collect_from``), used instead
-        of planning again."""
+        of planning again; ``branch``: (another snippet's saved run, frame): without ``plan``, that run is replayed
+        up to the frame and the planner goes on from there (``agents.lqr.branched_nominal``)."""
         from agents.lqr import LQRConfig
 
         super().__init__(snippet, config, mocap, env_options)
         self.lqr_config = lqr_config or LQRConfig()
         self.lqr_config.validate()
-        self.tracker, self.env, self.plan, self.cycle_report = None, None, plan, None
+        if branch is not None and self.lqr_config.periodic:
+            raise ConfigError(f"{snippet}: a periodic law is found on its own run; it cannot branch from another's")
+        self.tracker, self.env, self.plan, self.cycle_report, self.branch = None, None, plan, None, branch
         self.stride = looped_stride_of(snippet, mocap) if self.lqr_config.periodic else None
 
     def make_env(self, seed: int | None = None):
-        from agents.lqr import (LinearFeedbackTracker, PeriodicFeedbackTracker, cycle_plan_steps, find_limit_cycle,
-                                planned_nominal)
+        from agents.lqr import (LinearFeedbackTracker, PeriodicFeedbackTracker, branched_nominal, cycle_plan_steps,
+                                find_limit_cycle, planned_nominal)
 
         env = super().make_env(seed)
         if self.tracker is None:
             # a periodic law reads the planner's run only through the loop's third stride: plan that far, not the
             # whole looped walk (124 of 328 steps on looped 07_01-0, 10 s)
             steps = cycle_plan_steps(self.stride[1] - self.stride[0], self.stride[0]) if self.stride else None
-            if self.plan is None:
+            if self.plan is None and self.branch is not None:
+                states, commands, _ = branched_nominal(env, self.planner, *self.branch)
+                self.plan = {"physics_states": states, "commands": commands, "stopped_at": np.int64(-1),
+                             "branched_at": np.int64(self.branch[1])}
+            elif self.plan is None:
                 states, commands, _ = planned_nominal(env, self.planner, steps)
                 self.plan = {"physics_states": states, "commands": commands, "stopped_at": np.int64(steps or -1)}
             elif steps is None:
@@ -465,13 +472,14 @@ def collect_expert(expert_dir: Path | str, trajectories: int, action_noise_std: 
 
 
 def planner_expert(snippet: str, settings: dict | None = None, lqr: dict | None = None, plan: dict | None = None,
-                   mocap: str | None = None, anchored: bool = False, env_options: dict | None = None
-                   ) -> PlannerExpert:
+                   mocap: str | None = None, anchored: bool = False, env_options: dict | None = None,
+                   branch: tuple[dict, int] | None = None) -> PlannerExpert:
     """The MPC expert of ``snippet`` (``settings``: agents.mpc.MPCConfig fields): the planner itself, with
     ``anchored`` the planner warm-started from its own noise-free run (``AnchoredPlannerExpert``), or with ``lqr``
     (agents.lqr.LQRConfig fields) the LQR law around that run (``FeedbackExpert``). ``plan``: that run, if it was
     saved. ``mocap``: the file holding the snippet (None: the shipped one); ``env_options``: more options of its
-    tracking env (``ending="fall"``: rollouts end on a fall only)."""
+    tracking env (``ending="fall"``: rollouts end on a fall only); ``branch``: the law's run branches from another
+    snippet's (``FeedbackExpert``)."""
     from agents.lqr import LQRConfig
     from agents.mpc import MPCConfig
 
@@ -482,17 +490,19 @@ def planner_expert(snippet: str, settings: dict | None = None, lqr: dict | None 
         return AnchoredPlannerExpert(snippet, config, plan, mocap, env_options)
     if lqr is None:
         return PlannerExpert(snippet, config, mocap, env_options)
-    return FeedbackExpert(snippet, config, LQRConfig(**lqr), plan, mocap, env_options)
+    return FeedbackExpert(snippet, config, LQRConfig(**lqr), plan, mocap, env_options, branch)
 
 
 def collect_planner(snippet: str, trajectories: int, action_noise_std: float, perturbation_trajectories: int,
                     seed: int, settings: dict | None = None, lqr: dict | None = None, mocap: str | None = None,
-                    plan: dict | None = None, env_options: dict | None = None) -> dict:
+                    plan: dict | None = None, env_options: dict | None = None,
+                    branch: tuple[dict, int] | None = None) -> dict:
     """``collect_expert`` for an MPC expert (``planner_expert``) on one snippet: noisy-rollout BC data and a nominal
     trajectory, with the planner's feedback Jacobians when it has feedback (none for the LQR law, whose gains act
     on the simulator state). ``plan``: the planner's run of the snippet saved by an earlier LQR collection with
-    the same settings (``plan_of``), so the law is rebuilt around it instead of planning again."""
-    expert = planner_expert(snippet, settings, lqr, plan, mocap=mocap, env_options=env_options)
+    the same settings (``plan_of``), so the law is rebuilt around it instead of planning again; ``branch``: or
+    the run branches from another snippet's (``FeedbackExpert``)."""
+    expert = planner_expert(snippet, settings, lqr, plan, mocap=mocap, env_options=env_options, branch=branch)
     return collect_from(expert, trajectories, action_noise_std, perturbation_trajectories, seed,
                         with_jacobians=lqr is None and expert.config.feedback_gain > 0)
 
@@ -703,16 +713,26 @@ class CollectJob:
     mocap: str | None = None
     plan_from: tuple[str, ...] | None = None
     env_options: dict | None = None
+    branch: tuple[str, int] | None = None   # (parent snippet, frame): the law's run branches from the parent's
 
 
 def run_collect_job(job: CollectJob) -> str:
     """Collect ``job.snippet`` and write its part file (atomically); returns the part's path."""
     if job.expert == "mpc":
         plan, source = plan_of(job.plan_from, job.snippet, job.settings, job.mocap) if job.plan_from else (None, None)
+        branch = None
+        if job.branch is not None:
+            parent, frame = job.branch
+            if plan is not None and int(plan.get("branched_at", -1)) != frame:   # a run planned otherwise
+                plan, source = None, None
+            if plan is None:
+                branch = (parent_run(job, parent, frame), frame)
         result = collect_planner(job.snippet, job.trajectories, job.action_noise_std, job.perturbation_trajectories,
-                                 job.seed, job.settings, job.lqr, job.mocap, plan, job.env_options)
+                                 job.seed, job.settings, job.lqr, job.mocap, plan, job.env_options, branch)
         if job.lqr is not None:   # which saved run the law was built around ("": planned here)
             result["attrs"]["plan_from"] = source or ""
+        if job.branch is not None:
+            result["attrs"]["branch"] = f"{job.branch[0]}@{job.branch[1]}"
     else:
         result = collect_expert(job.expert, job.trajectories, job.action_noise_std, job.perturbation_trajectories,
                                 job.seed)
@@ -749,6 +769,26 @@ def run_relabel_job(job: RelabelJob) -> str:
     if plan is not None:   # the same run, plus the periodic law the labeller searched (agents/lqr.py ``saved``)
         result["plan"] = {k: np.asarray(v) for k, v in plan.items()}
     return str(write_dataset(job.path, [result], meta=job.meta))
+
+
+def parent_run(job: CollectJob, parent: str, frame: int) -> dict:
+    """The saved planner run that ``job``'s snippet branches from at ``frame``, checked to share that snippet's
+    reference up to the frame (the proprio states and root poses of both clips played back)."""
+    from envs.mocap.tracking import reference_playback
+
+    run, _ = plan_of(job.plan_from or (), parent, job.settings, job.mocap)
+    if run is None:
+        raise ConfigError(f"{job.snippet} branches from {parent}, whose planner run is in none of the --plan-from "
+                          f"files ({', '.join(job.plan_from or ()) or 'none given'})")
+    own, other = (reference_playback(s, 0, job.mocap) for s in (job.snippet, parent))
+    if len(own.states) <= frame or len(other.states) <= frame:
+        raise ConfigError(f"{job.snippet} and {parent} must both last past the branch point {frame}")
+    gap = max(float(np.abs(own.states[:frame + 1] - other.states[:frame + 1]).max()),
+              float(np.abs(own.root[:frame + 1] - other.root[:frame + 1]).max()))
+    if gap > 1e-5:
+        raise ConfigError(f"{job.snippet} and {parent} differ before the branch point {frame} (by up to {gap:.3g}); "
+                          "branch where they part")
+    return run
 
 
 def plan_of(paths: Sequence[Path | str], snippet: str, settings: dict | None, mocap: str | None
