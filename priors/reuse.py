@@ -290,7 +290,7 @@ already chosen), or the episode ends; rewards are summed. ``blend`` (< ``lead``)
         if CLIP_OBS in spaces:
             raise ValueError(f"the environment already has an observation group {CLIP_OBS!r}")
         # the furthest frame the encoder reads must be one the high level has chosen already
-        reach = max(model.config.lookahead, *model.config.far_offsets)
+        reach = max([model.config.lookahead, *model.config.far_offsets])
         self.lead = reach + 3 if lead is None else int(lead)
         if self.lead < reach:
             raise ValueError(f"lead must be at least as far as the primitives read ahead ({reach} frames), got "
