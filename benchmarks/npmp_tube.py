@@ -10,6 +10,9 @@ driving closed loop from the clip's first frame, leaves it:
   its head drops below the fall line (``upright``, as ``npmp_noise.py``);
 - ``label_error``: the squared difference per action dimension between the student's command and the law's label at
   the student's own states (what a DAgger round would teach there), in the tube and after leaving it.
+With ``--nominals`` it also compares the laws' noise-free runs of the snippets with one another, bin by bin over
+their common frames (``nominal_gaps``): chains that share their first frames but whose teachers part there give a
+student two labels for what it reads alike.
 Distances are root-mean-square over the proprioceptive state's dimensions, each divided by its spread over the
 collection (so angles and velocities weigh alike). The law is rebuilt from the planner's run stored in the data file
 (nothing is planned again).
@@ -49,6 +52,27 @@ def tube(dataset, snippet: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
 
 def distance(states: np.ndarray, nominal: np.ndarray, spread: np.ndarray) -> np.ndarray:
     return np.sqrt((((states - nominal) / spread) ** 2).mean(-1))
+
+
+def nominal_gaps(dataset, snippets: list[str], every: int) -> dict:
+    """For each pair of ``snippets``: per bin of ``every`` frames over their common frames, the distance between the
+    laws' noise-free runs (spread as in ``tube``, over both) and the mean squared difference of their labels per
+    action dimension."""
+    runs = {s: dataset.trajectory(s, "nominal", 0) for s in snippets}
+    gaps = {}
+    for i, a in enumerate(snippets):
+        for b in snippets[i + 1:]:
+            n = min(len(runs[a]["mean_actions"]), len(runs[b]["mean_actions"]))
+            spread = np.maximum(np.concatenate([runs[a]["states"], runs[b]["states"]]).std(0), 1e-2)
+            apart = distance(runs[a]["states"][:n], runs[b]["states"][:n], spread)
+            labels = ((runs[a]["mean_actions"][:n] - runs[b]["mean_actions"][:n]) ** 2).mean(1)
+            gaps[f"{a} / {b}"] = {"every": every, "state_distance": binned(apart, every),
+                                  "label_difference": binned(labels, every)}
+    return gaps
+
+
+def binned(x: np.ndarray, every: int) -> list[float]:
+    return [round(float(np.nanmean(x[k:k + every])), 4) for k in range(0, len(x), every)]
 
 
 def leaves_at(student: np.ndarray, limit: np.ndarray, stay: int) -> int | None:
@@ -106,19 +130,19 @@ def measure(dataset, data: Path, mocap: Path, primitives: Path, snippet: str, no
     left = leaves_at(apart, p90[:n], stay)
     error = ((run["commands"] - run["labels"]) ** 2).mean(1)
     inside, outside = error[:left if left is not None else len(error)], error[left:] if left is not None else []
-    binned = lambda x: [round(float(np.nanmean(x[k:k + every])), 4) for k in range(0, len(x), every)]  # noqa: E731
     return {"frames": len(nominal) - 1, "upright": run["upright"], "leaves_at": left, "noise": noise,
             "label_error_inside": round(float(np.mean(inside)), 5) if len(inside) else None,
             "label_error_outside": round(float(np.mean(outside)), 5) if len(outside) else None,
-            "every": every, "student_distance": binned(apart), "tube_median": binned(median[:n]),
-            "tube_p90": binned(p90[:n]), "label_error": binned(error)}
+            "every": every, "student_distance": binned(apart, every), "tube_median": binned(median[:n], every),
+            "tube_p90": binned(p90[:n], every), "label_error": binned(error, every)}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", type=Path, required=True, help="a data file collected with --expert-policy lqr")
     p.add_argument("--mocap", type=Path, required=True, help="the mocap file holding the snippets")
-    p.add_argument("--primitives", type=Path, nargs="+", required=True)
+    p.add_argument("--primitives", type=Path, nargs="*", default=[])
+    p.add_argument("--nominals", action="store_true", help="also compare the snippets' noise-free runs pairwise")
     p.add_argument("--snippets", nargs="+", required=True)
     p.add_argument("--noise", type=float, default=0.0, help="action noise on the student's commands")
     p.add_argument("--stay", type=int, default=3, help="frames in a row outside the tube that count as leaving it")
@@ -142,7 +166,16 @@ def main(argv: list[str] | None = None) -> int:
         dataset = NPMPDataset(args.data, snippets=args.snippets)
     except ConfigError as e:
         fail(str(e))
+    if not args.primitives and not args.nominals:
+        fail("nothing to measure: give --primitives and/or --nominals")
     results = resumed_results(args.results, Path(__file__).name, argv, mocap=str(args.mocap))
+    if args.nominals:
+        gaps = results.setdefault("nominals", {}).setdefault(str(args.data), {})
+        gaps.update(nominal_gaps(dataset, args.snippets, args.every))
+        write_json(args.results, results)
+        for pair, gap in gaps.items():
+            print(f"{args.data}: {pair}: noise-free runs apart by {gap['state_distance'][:6]} ..., labels by "
+                  f"{gap['label_difference'][:6]} ... (per {gap['every']} frames)")
     rows = results.setdefault("primitives", {})
     for primitives in args.primitives:
         for snippet in args.snippets:

@@ -350,7 +350,9 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     capsys.readouterr()
     assert tube_main([*common_tube, "--primitives", str(primitives), "--every", "5"]) == 0   # kept, not rerun
     assert capsys.readouterr().out == ""
-    for bad in (["--primitives", str(tmp_path / "none")], ["--primitives", str(primitives), "--stay", "0"],
+    assert tube_main([*common_tube, "--nominals"]) == 0   # one snippet: no pair of teachers to compare
+    assert json.loads(tube.read_text())["nominals"] == {str(data): {}}
+    for bad in ([], ["--primitives", str(tmp_path / "none")], ["--primitives", str(primitives), "--stay", "0"],
                 ["--primitives", str(primitives), "--snippets", TRAIN]):
         with pytest.raises(SystemExit) as exit_:
             tube_main([*common_tube, *bad])
