@@ -266,8 +266,8 @@ class ClipChoiceActionEnv(gym.Wrapper):
     given z_{t-1}, the proprio state and the chain's frames t+1..t+K; the environment receives clip(decoder mean,
     -1, 1). One step of this environment runs until ``lead`` frames of the chain are left (the next choice is then
     made while the walker still has frames to follow, and every frame the encoder reads, far states included, is one
-already chosen), or the episode ends; rewards are summed. ``blend`` (< ``lead``)
-    fades each join in over that many frames (``ReferenceChain``).
+    already chosen), or the episode ends; rewards are summed. ``blend`` (< ``lead``) fades each join in over that
+    many frames (``ReferenceChain``).
 
     Every episode starts on the first frame of ``start_clip`` (``envs.locomotion`` ``start_snippet``): the chain
     begins with its first ``start_frames`` frames. The observation gains the group ``clip``: the one-hot of the last
@@ -290,7 +290,7 @@ already chosen), or the episode ends; rewards are summed. ``blend`` (< ``lead``)
         if CLIP_OBS in spaces:
             raise ValueError(f"the environment already has an observation group {CLIP_OBS!r}")
         # the furthest frame the encoder reads must be one the high level has chosen already
-        reach = max([model.config.lookahead, *model.config.far_offsets])
+        reach = max(model.config.read_offsets)
         self.lead = reach + 3 if lead is None else int(lead)
         if self.lead < reach:
             raise ValueError(f"lead must be at least as far as the primitives read ahead ({reach} frames), got "

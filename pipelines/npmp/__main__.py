@@ -457,7 +457,7 @@ def distill(args) -> Path:
                                          "continued_from": init_meta.get("continued_from")}}
         # primitives without a path or far states are given them (acting as before)
         if path_offsets != model_config.path_offsets:
-            initial = initial.with_path(path_offsets, dataset.context[:, len(far_offsets) * dataset.state_dim:])
+            initial = initial.with_path(path_offsets, dataset.path_table)
             provenance["path_added"] = list(path_offsets)
         if far_offsets != initial.config.far_offsets:
             initial = initial.with_far(far_offsets)

@@ -1006,6 +1006,12 @@ class NPMPDataset:
             raise ConfigError("path_offsets and far_offsets need the reference look-ahead (lookahead_source "
                               "'reference')")
 
+    @property
+    def path_table(self) -> torch.Tensor | None:
+        """The reference path of every frame of every clip (the context's last part; None without
+        ``path_offsets``): what a path's normalisation is fitted to."""
+        return self.context[:, len(self.far_offsets) * self.state_dim:] if self.path_offsets else None
+
     def _reference_windows(self, store: _Trajectories, w: Windows) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """The reference states [B, L+K, S] and context (far states and path) [B, L+K, C] at the windows' time
         indices (zero where the window is padding; None where the dataset has none)."""

@@ -102,9 +102,8 @@ def distill(dataset, out_dir: Path, model_config: NPMPConfig, config: DistillCon
     generator = torch.Generator().manual_seed(config.seed)
     model = NPMP(model_config).to(device)
     if initial is None:
-        # the path's normalisation from every frame of every clip (far states are normalised as states)
-        path = dataset.context[:, model_config.far_dim:].to(device) if model_config.path_offsets else None
-        model.set_normalisation(dataset.bc.data["states"].to(device), path)
+        path = dataset.path_table   # far states are normalised as states
+        model.set_normalisation(dataset.bc.data["states"].to(device), None if path is None else path.to(device))
     elif initial.config != model_config:
         raise ValueError(f"the initial primitives' config {initial.config} differs from {model_config}")
     else:

@@ -111,6 +111,11 @@ class NPMPConfig:
         return PATH_FEATURES * len(self.path_offsets)
 
     @property
+    def read_offsets(self) -> tuple[int, ...]:
+        """The frames ahead whose reference states the encoder reads: the look-ahead's 1..K, then the far ones."""
+        return (*range(1, self.lookahead + 1), *self.far_offsets)
+
+    @property
     def far_dim(self) -> int:
         return self.state_dim * len(self.far_offsets)
 
@@ -201,11 +206,12 @@ class NPMP(nn.Module):
         """These primitives under ``config``, whose encoder reads more far states or path features: the new input
         columns' weights start at zero, the rest (and the normalisation) are kept."""
         model = NPMP(config).to(self.state_shift.device)
-        weights = {**self.state_dict(), "path_shift": model.path_shift, "path_scale": model.path_scale}
-        weights["path_shift"][:self.config.path_dim] = self.path_shift   # a path read already keeps its place
-        weights["path_scale"][:self.config.path_dim] = self.path_scale
+        c, old = config, self.config
+        weights = self.state_dict()
+        for name in ("path_shift", "path_scale"):   # a path read already keeps its normalisation
+            weights[name] = torch.cat([weights[name], getattr(model, name)[old.path_dim:]])
         # the encoder's input is [z_{t-1}, K + 1 states, far states, path]
-        first, c, old = weights["encoder.0.weight"], config, self.config
+        first = weights["encoder.0.weight"]
         head = first[:, :c.latent_dim + (c.lookahead + 1) * c.state_dim]
         far, path = first[:, head.shape[1]:head.shape[1] + old.far_dim], first[:, head.shape[1] + old.far_dim:]
         zeros = lambda n: first.new_zeros(first.shape[0], n)  # noqa: E731

@@ -62,13 +62,13 @@ def bent_reference_input(model, references: dict, arc_rate: float):
     (module docstring). ``references``: ``{"straight", "left", "right"}`` -> (states, root) of the walk and of its
     arcs at ``arc_rate`` deg/s (left: counter-clockwise); ``rate`` beyond ``arc_rate`` is extrapolated."""
     straight_states, straight_root = references["straight"]
-    K, last, offsets = model.config.lookahead, len(straight_states) - 1, model.config.path_offsets
+    last, offsets = len(straight_states) - 1, model.config.path_offsets
     if not offsets:
         raise ValueError("primitives without path_offsets do not read the path: bending it cannot steer them")
     ahead_frames = max(offsets)
 
     def read(t: int, rate: float) -> torch.Tensor:
-        frames = [min(t + j, last) for j in [*range(1, K + 1), *model.config.far_offsets]]
+        frames = [min(t + j, last) for j in model.config.read_offsets]
         arc_states = references["left" if rate > 0 else "right"][0]
         share = abs(rate) / arc_rate
         ahead = straight_states[frames] + share * (arc_states[frames] - straight_states[frames])
@@ -246,8 +246,7 @@ class ReferenceChain:
 
     def read(self, t: int) -> torch.Tensor:
         config, last = self.model.config, len(self) - 1
-        frames = [*range(1, config.lookahead + 1), *config.far_offsets]   # the look-ahead, then the far states
-        ahead = torch.as_tensor(self._states[[min(t + j, last) for j in frames]], device=self.device)
+        ahead = torch.as_tensor(self._states[[min(t + j, last) for j in config.read_offsets]], device=self.device)
         if not config.path_offsets:
             return ahead.flatten()
         index = [min(t + j, last) for j in range(max(config.path_offsets) + 1)]
