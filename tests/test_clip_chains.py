@@ -171,6 +171,10 @@ def test_chains_that_share_their_start_share_their_teacher_there(clips, capsys):
     np.testing.assert_array_equal(right["plan"]["commands"][:20], left["plan"]["commands"][:20])
     np.testing.assert_allclose(right["plan"]["physics_states"][:21], left["plan"]["physics_states"][:21], atol=1e-9)
     assert not np.allclose(right["plan"]["commands"][20:23], left["plan"]["commands"][20:23])   # planned on its own
+    merged = clips["root"] / "tree.h5"   # a tree of branches is taught as one collection
+    assert npmp_main(["merge", "--mixed-rounds", "--out", str(merged), str(parent), str(child)]) == 0
+    assert {r["snippet"]: r["attrs"].get("branch") for r in read_results(merged)[0]} == {"left": None,
+                                                                                          "right": "left@20"}
     capsys.readouterr()
     for bad, message in ((["--branch", "right=left:45"], "differ before the branch point"),
                          (["--branch", "right=nowhere:30"], "in none of the --plan-from"),
