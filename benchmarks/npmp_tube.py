@@ -9,7 +9,11 @@ driving closed loop from the clip's first frame, leaves it:
   tube's 90th percentile (``leaves_at``: the first of ``--stay`` frames in a row outside it), and the steps before
   its head drops below the fall line (``upright``, as ``npmp_noise.py``);
 - ``label_error``: the squared difference per action dimension between the student's command and the law's label at
-  the student's own states (what a DAgger round would teach there), in the tube and after leaving it.
+  the student's own states (what a DAgger round would teach there), in the tube and after leaving it;
+- with ``--handover K ...``: the law takes over from the student at frame K of the same run (``handovers``: the
+  student's distance from the run there, and the steps upright and whether the law then walks to the end). A DAgger
+  round labels the student's states with the law; where the law itself cannot recover from them, its labels there
+  teach no way back.
 With ``--nominals`` it also compares the laws' noise-free runs of the snippets with one another, bin by bin over
 their common frames (``nominal_gaps``): chains that share their first frames but whose teachers part there give a
 student two labels for what it reads alike.
@@ -84,9 +88,10 @@ def leaves_at(student: np.ndarray, limit: np.ndarray, stay: int) -> int | None:
     return None
 
 
-def student_episode(expert, env, actor, noise: float, seed: int) -> dict:
-    """The student drives from the clip's first frame; the law labels every state it visits. Returns the
-    proprioceptive states [T+1, S], the commands and labels [T, A] and the steps upright."""
+def student_episode(expert, env, actor, noise: float, seed: int, handover: int | None = None) -> dict:
+    """The student drives from the clip's first frame (until step ``handover``, when the law takes over); the law
+    labels every state visited. Returns the proprioceptive states [T+1, S], the commands and labels [T, A] and the
+    steps upright."""
     from benchmarks.npmp_long import Upright
 
     rng = np.random.default_rng(seed)
@@ -98,7 +103,7 @@ def student_episode(expert, env, actor, noise: float, seed: int) -> dict:
         state = expert.layout.flatten(obs)[expert.proprio]
         states.append(state)
         labels.append(expert.mean_command(None))
-        command = actor(len(commands), state)
+        command = actor(len(commands), state) if handover is None or len(commands) < handover else labels[-1]
         if noise:
             command = np.clip(command + noise * rng.standard_normal(command.shape), -1.0, 1.0)
         commands.append(command)
@@ -112,7 +117,7 @@ def student_episode(expert, env, actor, noise: float, seed: int) -> dict:
 
 
 def measure(dataset, data: Path, mocap: Path, primitives: Path, snippet: str, noise: float, stay: int,
-            every: int) -> dict:
+            every: int, handovers: tuple[int, ...] = ()) -> dict:
     from benchmarks.npmp_noise import law_expert
     from pipelines.npmp.evaluate import primitives_actor, reference_playback
     from priors.npmp import load_primitives
@@ -123,6 +128,8 @@ def measure(dataset, data: Path, mocap: Path, primitives: Path, snippet: str, no
     try:
         actor = primitives_actor(model, snippet, 0, str(mocap), reference_playback(snippet, 0, str(mocap)))
         run = student_episode(expert, env, actor, noise, seed=0)
+        taken = {k: student_episode(expert, env, actor, noise, seed=0, handover=k)["upright"]
+                 for k in handovers if k < run["upright"]}
     finally:
         env.close()
     n = min(len(run["states"]), len(nominal))
@@ -134,7 +141,9 @@ def measure(dataset, data: Path, mocap: Path, primitives: Path, snippet: str, no
             "label_error_inside": round(float(np.mean(inside)), 5) if len(inside) else None,
             "label_error_outside": round(float(np.mean(outside)), 5) if len(outside) else None,
             "every": every, "student_distance": binned(apart, every), "tube_median": binned(median[:n], every),
-            "tube_p90": binned(p90[:n], every), "label_error": binned(error, every)}
+            "tube_p90": binned(p90[:n], every), "label_error": binned(error, every),
+            "handovers": [{"at": k, "distance": round(float(apart[k]), 4), "upright": steps,
+                           "to_end": steps >= len(nominal) - 1} for k, steps in taken.items()]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--noise", type=float, default=0.0, help="action noise on the student's commands")
     p.add_argument("--stay", type=int, default=3, help="frames in a row outside the tube that count as leaving it")
     p.add_argument("--every", type=int, default=10, help="frames per bin in the stored per-frame lists")
+    p.add_argument("--handover", type=int, nargs="*", default=[], metavar="K",
+                   help="frames at which the law takes over from the student, each in a run of its own")
     p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_tube.json")
     args = p.parse_args(argv)
 
@@ -157,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     from priors.npmp import ModuleFileError
 
     torch.set_num_threads(1)
-    if not args.noise >= 0 or args.stay < 1 or args.every < 1:
-        fail("--noise must be >= 0, --stay and --every >= 1")
+    if not args.noise >= 0 or args.stay < 1 or args.every < 1 or any(k < 0 for k in args.handover):
+        fail("--noise and --handover must be >= 0, --stay and --every >= 1")
     for path in (args.data, args.mocap):
         if not path.is_file():
             fail(f"no such file: {path}")
@@ -179,11 +190,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = results.setdefault("primitives", {})
     for primitives in args.primitives:
         for snippet in args.snippets:
-            key = f"{snippet} (tube of {args.data}, noise {args.noise:g})"
+            handovers = f", handover {' '.join(map(str, args.handover))}" if args.handover else ""
+            key = f"{snippet} (tube of {args.data}, noise {args.noise:g}{handovers})"   # measured again with them
             if key in rows.get(str(primitives), {}):
                 continue
             try:
-                row = measure(dataset, args.data, args.mocap, primitives, snippet, args.noise, args.stay, args.every)
+                row = measure(dataset, args.data, args.mocap, primitives, snippet, args.noise, args.stay, args.every,
+                              tuple(args.handover))
             except (EnvError, ConfigError, ModuleFileError, ValueError, OSError) as e:
                 fail(f"{primitives}: {snippet}: {str(e).splitlines()[0]}")
             rows.setdefault(str(primitives), {})[key] = row
@@ -191,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{primitives}: {snippet}: upright {row['upright']} of {row['frames']}, leaves the tube at "
                   f"{row['leaves_at']}; label error {row['label_error_inside']} inside, {row['label_error_outside']} "
                   f"after", flush=True)
+            for h in row["handovers"]:
+                print(f"  the law takes over at {h['at']} ({h['distance']} from its run): upright {h['upright']}"
+                      f"{' (to the end)' if h['to_end'] else ''}", flush=True)
     return 0
 
 

@@ -350,6 +350,13 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     capsys.readouterr()
     assert tube_main([*common_tube, "--primitives", str(primitives), "--every", "5"]) == 0   # kept, not rerun
     assert capsys.readouterr().out == ""
+    # the law taking over at the first frame drives its own noise-free run
+    assert tube_main([*common_tube, "--primitives", str(primitives), "--every", "5", "--handover", "0"]) == 0
+    row = json.loads(tube.read_text())["primitives"][str(primitives)][f"{looped} (tube of {data}, noise 0, handover 0)"]
+    (handover,) = row["handovers"]
+    law = NPMPDataset(data, snippets=[looped]).attrs[looped]
+    assert handover["at"] == 0 and handover["distance"] < 1e-6
+    assert handover["to_end"] == (not bool(law["nominal_terminated"]))
     assert tube_main([*common_tube, "--nominals"]) == 0   # one snippet: no pair of teachers to compare
     assert json.loads(tube.read_text())["nominals"] == {str(data): {}}
     for bad in ([], ["--primitives", str(tmp_path / "none")], ["--primitives", str(primitives), "--stay", "0"],
