@@ -69,14 +69,17 @@ def law_expert(data: Path, snippet: str, mocap: Path):
     """(expert, env): the LQR law stored for ``snippet`` in ``data`` (``pipelines.npmp.data.FeedbackExpert``) and its
     tracking env with the tracking ending off."""
     from agents.lqr import LQRConfig
+    from agents.mpc import MPCConfig
     from pipelines.npmp.data import FeedbackExpert, read_results, snippet_law
 
     results, meta = read_results(data)
     found = [r for r in results if r["snippet"] == snippet]
     if not found or "plan" not in found[0]:
         raise ValueError(f"{data} holds no LQR law for {snippet} (collect it with --expert-policy lqr)")
-    expert = FeedbackExpert(snippet, lqr_config=LQRConfig(**(snippet_law(found[0]["attrs"], meta) or {})),
-                            plan=found[0]["plan"], mocap=str(mocap), env_options=NO_TRACKING_END)
+    planner = MPCConfig(**meta["planner"]) if meta.get("planner") else None   # the planner that made the run
+    law = LQRConfig(**(snippet_law(found[0]["attrs"], meta) or {}))
+    expert = FeedbackExpert(snippet, config=planner, lqr_config=law, plan=found[0]["plan"], mocap=str(mocap),
+                            env_options=NO_TRACKING_END)
     return expert, expert.make_env(0)
 
 

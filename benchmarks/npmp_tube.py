@@ -13,7 +13,8 @@ driving closed loop from the clip's first frame, leaves it:
 - with ``--handover K ...``: the law takes over from the student at frame K of the same run (``handovers``: the
   student's distance from the run there, and the steps upright and whether the law then walks to the end). A DAgger
   round labels the student's states with the law; where the law itself cannot recover from them, its labels there
-  teach no way back.
+  teach no way back. With ``--handover-by planner`` the collection's planner takes over instead (it plans from the
+  state it finds: about 1.8 s per step here).
 With ``--nominals`` it also compares the laws' noise-free runs of the snippets with one another, bin by bin over
 their common frames (``nominal_gaps``): chains that share their first frames but whose teachers part there give a
 student two labels for what it reads alike.
@@ -88,10 +89,11 @@ def leaves_at(student: np.ndarray, limit: np.ndarray, stay: int) -> int | None:
     return None
 
 
-def student_episode(expert, env, actor, noise: float, seed: int, handover: int | None = None) -> dict:
-    """The student drives from the clip's first frame (until step ``handover``, when the law takes over); the law
-    labels every state visited. Returns the proprioceptive states [T+1, S], the commands and labels [T, A] and the
-    steps upright."""
+def student_episode(expert, env, actor, noise: float, seed: int, handover: int | None = None,
+                    by_planner: bool = False) -> dict:
+    """The student drives from the clip's first frame (until step ``handover``, when the law, or with
+    ``by_planner`` the planner, takes over); the law labels every state visited. Returns the proprioceptive states
+    [T+1, S], the commands and labels [T, A] and the steps upright."""
     from benchmarks.npmp_long import Upright
 
     rng = np.random.default_rng(seed)
@@ -103,7 +105,14 @@ def student_episode(expert, env, actor, noise: float, seed: int, handover: int |
         state = expert.layout.flatten(obs)[expert.proprio]
         states.append(state)
         labels.append(expert.mean_command(None))
-        command = actor(len(commands), state) if handover is None or len(commands) < handover else labels[-1]
+        if handover is None or len(commands) < handover:
+            command = actor(len(commands), state)
+        elif by_planner:
+            if len(commands) == handover:
+                expert.planner.reset()   # no warm start from a run it did not plan
+            command = expert.planner.act()
+        else:
+            command = labels[-1]
         if noise:
             command = np.clip(command + noise * rng.standard_normal(command.shape), -1.0, 1.0)
         commands.append(command)
@@ -117,7 +126,7 @@ def student_episode(expert, env, actor, noise: float, seed: int, handover: int |
 
 
 def measure(dataset, data: Path, mocap: Path, primitives: Path, snippet: str, noise: float, stay: int,
-            every: int, handovers: tuple[int, ...] = ()) -> dict:
+            every: int, handovers: tuple[int, ...] = (), by_planner: bool = False) -> dict:
     from benchmarks.npmp_noise import law_expert
     from pipelines.npmp.evaluate import primitives_actor, reference_playback
     from priors.npmp import load_primitives
@@ -128,7 +137,7 @@ def measure(dataset, data: Path, mocap: Path, primitives: Path, snippet: str, no
     try:
         actor = primitives_actor(model, snippet, 0, str(mocap), reference_playback(snippet, 0, str(mocap)))
         run = student_episode(expert, env, actor, noise, seed=0)
-        taken = {k: student_episode(expert, env, actor, noise, seed=0, handover=k)["upright"]
+        taken = {k: student_episode(expert, env, actor, noise, seed=0, handover=k, by_planner=by_planner)["upright"]
                  for k in handovers if k < run["upright"]}
     finally:
         env.close()
@@ -158,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--every", type=int, default=10, help="frames per bin in the stored per-frame lists")
     p.add_argument("--handover", type=int, nargs="*", default=[], metavar="K",
                    help="frames at which the law takes over from the student, each in a run of its own")
+    p.add_argument("--handover-by", choices=("law", "planner"), default="law",
+                   help="who takes over: the law, or the collection's planner (slow: it plans every step)")
     p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_tube.json")
     args = p.parse_args(argv)
 
@@ -190,13 +201,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = results.setdefault("primitives", {})
     for primitives in args.primitives:
         for snippet in args.snippets:
-            handovers = f", handover {' '.join(map(str, args.handover))}" if args.handover else ""
+            handovers = (f", handover{' by planner' if args.handover_by == 'planner' else ''} "
+                         f"{' '.join(map(str, args.handover))}" if args.handover else "")
             key = f"{snippet} (tube of {args.data}, noise {args.noise:g}{handovers})"   # measured again with them
             if key in rows.get(str(primitives), {}):
                 continue
             try:
                 row = measure(dataset, args.data, args.mocap, primitives, snippet, args.noise, args.stay, args.every,
-                              tuple(args.handover))
+                              tuple(args.handover), args.handover_by == "planner")
             except (EnvError, ConfigError, ModuleFileError, ValueError, OSError) as e:
                 fail(f"{primitives}: {snippet}: {str(e).splitlines()[0]}")
             rows.setdefault(str(primitives), {})[key] = row
@@ -205,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{row['leaves_at']}; label error {row['label_error_inside']} inside, {row['label_error_outside']} "
                   f"after", flush=True)
             for h in row["handovers"]:
-                print(f"  the law takes over at {h['at']} ({h['distance']} from its run): upright {h['upright']}"
+                print(f"  the {args.handover_by} takes over at {h['at']} ({h['distance']} from its run): "
+                      f"upright {h['upright']}"
                       f"{' (to the end)' if h['to_end'] else ''}", flush=True)
     return 0
 

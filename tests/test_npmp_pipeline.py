@@ -357,6 +357,11 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     law = NPMPDataset(data, snippets=[looped]).attrs[looped]
     assert handover["at"] == 0 and handover["distance"] < 1e-6
     assert handover["to_end"] == (not bool(law["nominal_terminated"]))
+    # or the collection's planner takes over (here the tiny one the data was collected with)
+    assert tube_main([*common_tube, "--primitives", str(primitives), "--handover", "1", "--handover-by", "planner"]) == 0
+    rows = json.loads(tube.read_text())["primitives"][str(primitives)]
+    (handover,) = rows[f"{looped} (tube of {data}, noise 0, handover by planner 1)"]["handovers"]
+    assert handover["at"] == 1 and handover["upright"] >= 1
     assert tube_main([*common_tube, "--nominals"]) == 0   # one snippet: no pair of teachers to compare
     assert json.loads(tube.read_text())["nominals"] == {str(data): {}}
     for bad in ([], ["--primitives", str(tmp_path / "none")], ["--primitives", str(primitives), "--stay", "0"],
