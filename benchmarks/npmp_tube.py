@@ -15,9 +15,10 @@ driving closed loop from the clip's first frame, leaves it:
   round labels the student's states with the law; where the law itself cannot recover from them, its labels there
   teach no way back. With ``--handover-by planner`` the collection's planner takes over instead (it plans from the
   state it finds: about 1.8 s per step here).
-With ``--nominals`` it also compares the laws' noise-free runs of the snippets with one another, bin by bin over
-their common frames (``nominal_gaps``): chains that share their first frames but whose teachers part there give a
-student two labels for what it reads alike.
+With ``--laws`` it reports how many of each law's noisy rollouts in the collection reach the snippet's end
+(``laws``: rollouts, to the end, median steps). With ``--nominals`` it also compares the laws' noise-free runs of
+the snippets with one another, bin by bin over their common frames (``nominal_gaps``): chains that share their first
+frames but whose teachers part there give a student two labels for what it reads alike.
 Distances are root-mean-square over the proprioceptive state's dimensions, each divided by its spread over the
 collection (so angles and velocities weigh alike). The law is rebuilt from the planner's run stored in the data file
 (nothing is planned again).
@@ -57,6 +58,16 @@ def tube(dataset, snippet: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
 
 def distance(states: np.ndarray, nominal: np.ndarray, spread: np.ndarray) -> np.ndarray:
     return np.sqrt((((states - nominal) / spread) ** 2).mean(-1))
+
+
+def law_rollouts(dataset, snippet: str) -> dict:
+    """How the law's noisy rollouts in the collection end: how many, how many reach the snippet's end (as long as
+    the noise-free run), and their median steps."""
+    frames = len(dataset.trajectory(snippet, "nominal", 0)["actions"])
+    rollouts = range(int(dataset.attrs[snippet]["trajectories"]))
+    steps = [len(dataset.trajectory(snippet, "bc", i)["actions"]) for i in rollouts]
+    return {"frames": frames, "rollouts": len(steps), "to_the_end": sum(n >= frames for n in steps),
+            "median_steps": float(np.median(steps))}
 
 
 def nominal_gaps(dataset, snippets: list[str], every: int) -> dict:
@@ -161,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mocap", type=Path, required=True, help="the mocap file holding the snippets")
     p.add_argument("--primitives", type=Path, nargs="*", default=[])
     p.add_argument("--nominals", action="store_true", help="also compare the snippets' noise-free runs pairwise")
+    p.add_argument("--laws", action="store_true", help="also count the laws' noisy rollouts that reach the end")
     p.add_argument("--snippets", nargs="+", required=True)
     p.add_argument("--noise", type=float, default=0.0, help="action noise on the student's commands")
     p.add_argument("--stay", type=int, default=3, help="frames in a row outside the tube that count as leaving it")
@@ -188,8 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         dataset = NPMPDataset(args.data, snippets=args.snippets)
     except ConfigError as e:
         fail(str(e))
-    if not args.primitives and not args.nominals:
-        fail("nothing to measure: give --primitives and/or --nominals")
+    if not args.primitives and not args.nominals and not args.laws:
+        fail("nothing to measure: give --primitives, --nominals and/or --laws")
     results = resumed_results(args.results, Path(__file__).name, argv, mocap=str(args.mocap))
     if args.nominals:
         gaps = results.setdefault("nominals", {}).setdefault(str(args.data), {})
@@ -198,6 +210,14 @@ def main(argv: list[str] | None = None) -> int:
         for pair, gap in gaps.items():
             print(f"{args.data}: {pair}: noise-free runs apart by {gap['state_distance'][:6]} ..., labels by "
                   f"{gap['label_difference'][:6]} ... (per {gap['every']} frames)")
+    if args.laws:
+        laws = results.setdefault("laws", {}).setdefault(str(args.data), {})
+        laws.update({snippet: law_rollouts(dataset, snippet) for snippet in args.snippets})
+        write_json(args.results, results)
+        for snippet in args.snippets:
+            law = laws[snippet]
+            print(f"{args.data}: {snippet}: {law['to_the_end']} of {law['rollouts']} rollouts to the end "
+                  f"({law['frames']} steps), median {law['median_steps']:g}")
     rows = results.setdefault("primitives", {})
     for primitives in args.primitives:
         for snippet in args.snippets:
