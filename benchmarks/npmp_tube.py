@@ -193,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     if not args.noise >= 0 or args.stay < 1 or args.every < 1 or any(k < 0 for k in args.handover):
         fail("--noise and --handover must be >= 0, --stay and --every >= 1")
+    if args.handover_by == "planner" and not args.handover:
+        fail("--handover-by planner needs --handover K ... (the frames at which the planner takes over)")
     for path in (args.data, args.mocap):
         if not path.is_file():
             fail(f"no such file: {path}")

@@ -368,7 +368,8 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     assert law_row["rollouts"] == 1 and law_row["to_the_end"] in (0, 1) and law_row["frames"] > 0
     assert json.loads(tube.read_text())["nominals"] == {str(data): {}}
     for bad in ([], ["--primitives", str(tmp_path / "none")], ["--primitives", str(primitives), "--stay", "0"],
-                ["--primitives", str(primitives), "--snippets", TRAIN]):
+                ["--primitives", str(primitives), "--snippets", TRAIN],
+                ["--primitives", str(primitives), "--handover-by", "planner"]):
         with pytest.raises(SystemExit) as exit_:
             tube_main([*common_tube, *bad])
         assert exit_.value.code == 2
