@@ -46,7 +46,7 @@ def tube(dataset, snippet: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
     """(nominal states [T+1, S], per-dimension spread [S], median and 90th-percentile distance [T+1] of the
     collection's noisy rollouts from the nominal; nan where no rollout lasts that long)."""
     nominal = dataset.trajectory(snippet, "nominal", 0)["states"]
-    rollouts = [dataset.trajectory(snippet, "bc", i)["states"] for i in range(int(dataset.attrs[snippet]["trajectories"]))]
+    rollouts = [rollout["states"] for rollout in law_rollouts(dataset, snippet)]
     spread = np.maximum(np.concatenate([nominal, *rollouts]).std(0), 1e-2)
     distances = np.full((len(rollouts), len(nominal)), np.nan)
     for row, states in zip(distances, rollouts):
@@ -60,12 +60,16 @@ def distance(states: np.ndarray, nominal: np.ndarray, spread: np.ndarray) -> np.
     return np.sqrt((((states - nominal) / spread) ** 2).mean(-1))
 
 
-def law_rollouts(dataset, snippet: str) -> dict:
+def law_rollouts(dataset, snippet: str) -> list[dict]:
+    """The law's noisy rollouts of ``snippet`` as collected (the DAgger rounds' episodes after them left out)."""
+    return [dataset.trajectory(snippet, "bc", i) for i in range(int(dataset.attrs[snippet]["trajectories"]))]
+
+
+def law_endings(dataset, snippet: str) -> dict:
     """How the law's noisy rollouts in the collection end: how many, how many reach the snippet's end (as long as
     the noise-free run), and their median steps."""
     frames = len(dataset.trajectory(snippet, "nominal", 0)["actions"])
-    rollouts = range(int(dataset.attrs[snippet]["trajectories"]))
-    steps = [len(dataset.trajectory(snippet, "bc", i)["actions"]) for i in rollouts]
+    steps = [len(rollout["actions"]) for rollout in law_rollouts(dataset, snippet)]
     return {"frames": frames, "rollouts": len(steps), "to_the_end": sum(n >= frames for n in steps),
             "median_steps": float(np.median(steps))}
 
@@ -214,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{gap['label_difference'][:6]} ... (per {gap['every']} frames)")
     if args.laws:
         laws = results.setdefault("laws", {}).setdefault(str(args.data), {})
-        laws.update({snippet: law_rollouts(dataset, snippet) for snippet in args.snippets})
+        laws.update({snippet: law_endings(dataset, snippet) for snippet in args.snippets})
         write_json(args.results, results)
         for snippet in args.snippets:
             law = laws[snippet]

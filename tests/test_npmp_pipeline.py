@@ -363,10 +363,10 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     (handover,) = rows[f"{looped} (tube of {data}, noise 0, handover by planner 1)"]["handovers"]
     assert handover["at"] == 1 and handover["upright"] >= 1
     assert tube_main([*common_tube, "--nominals"]) == 0   # one snippet: no pair of teachers to compare
+    assert json.loads(tube.read_text())["nominals"] == {str(data): {}}
     assert tube_main([*common_tube, "--laws"]) == 0
     law_row = json.loads(tube.read_text())["laws"][str(data)][looped]
     assert law_row["rollouts"] == 1 and law_row["to_the_end"] in (0, 1) and law_row["frames"] > 0
-    assert json.loads(tube.read_text())["nominals"] == {str(data): {}}
     for bad in ([], ["--primitives", str(tmp_path / "none")], ["--primitives", str(primitives), "--stay", "0"],
                 ["--primitives", str(primitives), "--snippets", TRAIN],
                 ["--primitives", str(primitives), "--handover-by", "planner"]):
