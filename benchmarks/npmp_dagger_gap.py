@@ -7,6 +7,8 @@ squared difference between the executed action (the primitives' command plus the
 variance ``noise_std``^2 it includes) and the label, per action dimension, averaged over the first ``--edge`` steps,
 the middle, and the last ``--edge`` steps before the episode ended (a fall, in every looped walk so far); then the
 median over the round's episodes. Compare it with the distillation's own error on its batches (``mse`` in its log).
+``parts_before_end``: how many steps before the episode's end the gap first exceeded ``--over`` (0: never), i.e.
+how long before a fall the labeller starts asking for something else than the primitives do.
 
     python benchmarks/npmp_dagger_gap.py runs/npmp/walk62/data1.h5 runs/npmp/walk62/data_planned2.h5 \\
         --snippets 07_01-0-loop10 08_02-0-loop10
@@ -35,16 +37,20 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.runs import fail, write_json  # noqa: E402
 
 
-def episode_gaps(executed: np.ndarray, labels: np.ndarray, edge: int) -> dict:
+def episode_gaps(executed: np.ndarray, labels: np.ndarray, edge: int, over: float = 0.05) -> dict:
     """Squared executed-minus-label difference per action dimension over an episode's first ``edge`` steps, its
-    middle (nan when the episode is shorter than 2 ``edge``) and its last ``edge`` steps."""
+    middle (nan when the episode is shorter than 2 ``edge``) and its last ``edge`` steps; ``parts_before_end``:
+    steps from the first step whose gap exceeds ``over`` to the episode's end (0 if none does)."""
     gap = ((executed - labels) ** 2).mean(axis=1)
     middle = gap[edge:-edge]
+    above = np.flatnonzero(gap > over)
     return {"steps": len(gap), "first": float(gap[:edge].mean()),
-            "middle": float(middle.mean()) if len(middle) else float("nan"), "last": float(gap[-edge:].mean())}
+            "middle": float(middle.mean()) if len(middle) else float("nan"), "last": float(gap[-edge:].mean()),
+            "parts_before_end": int(len(gap) - above[0]) if len(above) else 0}
 
 
-def last_round(path: Path, edge: int, only: list[str] | None = None, required: bool = True) -> dict | None:
+def last_round(path: Path, edge: int, only: list[str] | None = None, required: bool = True,
+               over: float = 0.05) -> dict | None:
     """The last DAgger round of one data file (its episodes on ``only`` where given): its settings and the medians
     of ``episode_gaps`` over its episodes; None for a file without a round unless ``required``."""
     from agents.config import ConfigError
@@ -74,11 +80,11 @@ def last_round(path: Path, edge: int, only: list[str] | None = None, required: b
         total = dataset.bc_trajectories(snippet)
         for index in range(total - count, total):
             t = dataset.trajectory(snippet, "bc", index)
-            episodes.append({"snippet": snippet, **episode_gaps(t["actions"], t["mean_actions"], edge)})
+            episodes.append({"snippet": snippet, **episode_gaps(t["actions"], t["mean_actions"], edge, over)})
     return {"driver": latest["primitives"], "labeller": latest.get("labeller", "collected"),
             "noise_std": latest["action_noise_std"], "episodes": len(episodes),
             **{f"median_{key}": float(np.nanmedian([e[key] for e in episodes]))
-               for key in ("steps", "first", "middle", "last")},
+               for key in ("steps", "first", "middle", "last", "parts_before_end")},
             "per_episode": episodes}
 
 
@@ -124,24 +130,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("data", type=Path, nargs="+", help="data files written by relabel (with --fit: or by collect)")
     p.add_argument("--snippets", nargs="+", help="only these snippets' episodes (default: all the round's)")
     p.add_argument("--edge", type=int, default=20, help="steps at each end of an episode")
+    p.add_argument("--over", type=float, default=0.05,
+                   help="the gap whose first excess is counted back from the episode's end (parts_before_end)")
     p.add_argument("--fit", type=Path, metavar="PRIMITIVES",
                    help="also: these primitives' error on each part of the data's stored labels (module docstring)")
     p.add_argument("--results", type=Path, help="also write the numbers here (JSON)")
     args = p.parse_args(argv)
-    if args.edge < 1:
-        fail(f"--edge must be >= 1, got {args.edge}")
+    if args.edge < 1 or not args.over > 0:
+        fail(f"--edge must be >= 1 and --over > 0, got {args.edge} and {args.over}")
     missing = [str(d) for d in args.data if not d.is_file()]
     if missing:
         fail(f"no such data file: {', '.join(missing)}")
     rows = {str(path): row for path in args.data
-            if (row := last_round(path, args.edge, args.snippets, required=args.fit is None)) is not None}
+            if (row := last_round(path, args.edge, args.snippets, args.fit is None, args.over)) is not None}
     if rows:
         print(f"squared gap between executed action and label, per action dimension (median over episodes; "
               f"first / middle / last {args.edge} steps)")
     for path, r in rows.items():
         print(f"{path}: driver {r['driver']}, labeller {r['labeller']}, noise {r['noise_std']:g} "
               f"(adds {r['noise_std'] ** 2:.4f}); {r['episodes']} episodes of a median {r['median_steps']:.0f} steps: "
-              f"{r['median_first']:.3f} / {r['median_middle']:.3f} / {r['median_last']:.3f}")
+              f"{r['median_first']:.3f} / {r['median_middle']:.3f} / {r['median_last']:.3f}; above {args.over:g} "
+              f"from {r['median_parts_before_end']:.0f} steps before the end")
     fits = {}
     if args.fit:
         print(f"{args.fit}: squared error against the stored labels of its training data (median over episodes; "
@@ -155,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.results:
         write_json(args.results, {"command": "python " + " ".join(["benchmarks/npmp_dagger_gap.py",
                                                                    *(argv if argv is not None else sys.argv[1:])]),
-                                  "edge": args.edge, "rounds": rows,
+                                  "edge": args.edge, "over": args.over, "rounds": rows,
                                   **({"fit": {"primitives": str(args.fit), "data": fits}} if args.fit else {})})
     return 0
 

@@ -277,7 +277,10 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     assert gap["episodes"] == 1 and gap["labeller"] == "planner" and gap["median_first"] > 0
     expected = float(((dagger["actions"][:3] - dagger["mean_actions"][:3]) ** 2).mean())
     assert gap["per_episode"][0]["first"] == pytest.approx(expected)
-    for bad in ([str(data)], [str(planned), "--snippets", TRAIN], [str(tmp_path / "none.h5")]):
+    above = np.flatnonzero(((dagger["actions"] - dagger["mean_actions"]) ** 2).mean(1) > 0.05)
+    assert gap["per_episode"][0]["parts_before_end"] == (len(dagger["actions"]) - above[0] if len(above) else 0)
+    for bad in ([str(data)], [str(planned), "--snippets", TRAIN], [str(tmp_path / "none.h5")],
+                [str(planned), "--over", "0"]):
         with pytest.raises(SystemExit) as exit_:
             gap_main(bad)
         assert exit_.value.code == 2
@@ -441,6 +444,11 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     far_model, far_meta = load_primitives(far)
     assert far_model.config.far_offsets == (10, 20) and far_model.config.path_offsets == (15, 30)
     assert far_meta["far_added"] == [10, 20]
+    far_report = tmp_path / "far_report.json"   # the one-shot latents are encoded with the far states and the path
+    assert npmp_main(["evaluate", "--primitives", str(far), "--data", str(data), "--latent-iterations", "1",
+                      "--out", str(far_report), "--no-write-meta"]) == 0
+    (far_clip,) = json.loads(far_report.read_text())["train"]["clips"]
+    assert far_clip["snippet"] == looped and far_clip["horizon"] > 0 and far_clip["one_shot_steps"] > 0
     with_far = NPMPDataset(data, lookahead_source="reference", path_offsets=(15, 30), far_offsets=(10, 20))
     torch.testing.assert_close(with_far.context[:, :2 * with_far.state_dim],
                                reference_far(torch.as_tensor(reference.states), (10, 20)))

@@ -21,6 +21,7 @@ import torch
 
 from envs.mocap import tracking
 from envs.mocap.tracking import Reference, reference_playback  # noqa: F401 (used here and by the pipeline's callers)
+from priors.npmp.model import reference_context
 from priors.npmp.reference import closed_loop_latent, reference_input
 
 
@@ -122,13 +123,17 @@ def evaluate_clip(model, expert_trajectory: dict, snippet: str, latent_iteration
     K = model.config.lookahead
     if states.shape[0] <= K:
         return {"snippet": snippet, "expert_steps": int(len(rewards)), "skipped": f"expert episode shorter than K={K}"}
+    root = None   # the clip is played back only for primitives that read its path
+    if model.config.path_offsets:   # the demonstration's steps (an expert that fell has fewer than the clip)
+        root = torch.as_tensor(reference_playback(snippet, seed, ref_path).root[:len(states)], device=device)
+    # the latents the optimisation starts from: what the encoder reads along the demonstration, its far states and
+    # path included when the primitives read them
+    context = reference_context(model.config, states, root)[None] if model.config.context_dim else None
     with torch.no_grad():
-        latents, _ = model.encode(states[None], sample=False)
+        latents, _ = model.encode(states[None], sample=False, context=context)
     latents = latents[0]
     horizon = latents.shape[0]
     if model.config.lookahead_source == "reference":   # closed loop towards the demonstration's states
-        root = (torch.as_tensor(reference_playback(snippet, seed, ref_path).root, device=device)
-                if model.config.path_offsets else None)   # the clip is played back only for the path
         one_shot_return, one_shot_steps = run_latents(model, snippet, reference_encoder(model, states, root), seed,
                                                       ref_path)
         expert_return = float(rewards.sum())
