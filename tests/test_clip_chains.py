@@ -176,6 +176,16 @@ def test_chains_that_share_their_start_share_their_teacher_there(clips, capsys):
     assert {r["snippet"]: r["attrs"].get("branch") for r in read_results(merged)[0]} == {"left": None,
                                                                                           "right": "left@20"}
     capsys.readouterr()
+    over = clips["root"] / "over.h5"   # a snippet in two inputs: refused, or with --overlay the first input's
+    assert npmp_main(["merge", "--mixed-rounds", "--out", str(over), str(child), str(merged)]) == 2
+    assert "merge each snippet once" in capsys.readouterr().err and not over.exists()
+    assert npmp_main(["merge", "--mixed-rounds", "--overlay", "--out", str(over), str(child), str(merged)]) == 0
+    results, over_meta = read_results(over)
+    assert sorted(r["snippet"] for r in results) == ["left", "right"]
+    assert over_meta["overlaid"] == {"right": [str(merged)]}   # the later input's copy is the one left out
+    assert npmp_main(["merge", "--mixed-rounds", "--overlay", "--out", str(over), str(merged), str(child)]) == 0
+    assert read_results(over)[1]["overlaid"] == {"right": [str(child)]}   # the first input holding it wins
+    capsys.readouterr()
     for bad, message in ((["--branch", "right=left:45"], "differ before the branch point"),
                          (["--branch", "right=nowhere:30"], "in none of the --plan-from"),
                          (["--branch", "right=left"], "SNIPPET=PARENT:FRAME")):

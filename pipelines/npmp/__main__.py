@@ -182,6 +182,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     m.add_argument("--mixed-laws", action="store_true",
                    help="merge LQR collections whose laws' settings differ (e.g. periodic laws on looped walks and "
                         "time-indexed ones on arcs); each snippet keeps its own law, which relabel uses")
+    m.add_argument("--overlay", action="store_true",
+                   help="a snippet in several inputs is taken from the first that holds it (e.g. some snippets' "
+                        "parts of a DAgger round, <out>.parts/SNIPPET.h5, over the data the round started from)")
     e = sub.add_parser("evaluate", help="one-shot imitation and latent optimisation on training and held-out clips")
     _common(e)
     e.add_argument("--primitives", type=Path, default=ROOT / "data" / "primitives" / "npmp")
@@ -597,7 +600,8 @@ def main(argv=None) -> int:
             from pipelines.npmp.data import merge_datasets
 
             merged = merge_datasets(args.inputs, args.out, mixed_planners=args.mixed_planners,
-                                    mixed_rounds=args.mixed_rounds, mixed_laws=args.mixed_laws)
+                                    mixed_rounds=args.mixed_rounds, mixed_laws=args.mixed_laws,
+                                    overlay=args.overlay)
             print(f"merged {len(args.inputs)} files into {merged}")
         elif args.command == "evaluate":
             evaluate(args)

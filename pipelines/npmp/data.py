@@ -838,14 +838,16 @@ ROUND_SETTINGS = ("trajectories", "action_noise_std", "perturbation_trajectories
 
 
 def merge_datasets(paths: list[Path | str], out_path: Path | str, mixed_planners: bool = False,
-                   mixed_rounds: bool = False, mixed_laws: bool = False) -> Path:
+                   mixed_rounds: bool = False, mixed_laws: bool = False, overlay: bool = False) -> Path:
     """One dataset from data files collected with the same settings (snippets split between machines or runs);
     only the seeds may differ, with ``mixed_planners`` also the planner's settings (the merged meta's ``planner``
     is the first input's), with ``mixed_rounds`` the collections' sizes, noise and DAgger rounds
     (``ROUND_SETTINGS``; the merged meta keeps none of them at its top level), and with ``mixed_laws`` the LQR
     laws' settings (e.g. periodic laws on straight walks and time-indexed ones on arcs): each snippet then keeps
     its own law's settings (``snippet_law``), which relabelling uses. Each input's differing settings are kept in
-    the meta's ``merged_from``. Each snippet may appear once; Delta is re-estimated over all of them."""
+    the meta's ``merged_from``. Each snippet may appear once, or with ``overlay`` it is taken from the first input
+    holding it (e.g. some snippets' parts of a DAgger round over the data the round started from; the meta's
+    ``overlaid`` names the inputs whose copies were left out); Delta is re-estimated over all of them."""
     loaded = [read_results(path) for path in paths]
     if mixed_laws:   # the law travels with its snippet, not with the merged file
         loaded = [([{**r, "attrs": {**r["attrs"], "lqr": json.dumps(snippet_law(r["attrs"], meta))}}
@@ -864,17 +866,24 @@ def merge_datasets(paths: list[Path | str], out_path: Path | str, mixed_planners
             raise ConfigError(f"{path} was collected with other settings than {paths[0]} (they differ in "
                               f"{', '.join(differ)}); merge only collections made with the same settings{hint}")
     seen: dict[str, Path | str] = {}
+    kept, overlaid = [], {}
     for path, (results, _) in zip(paths, loaded):
-        for snippet in (r["snippet"] for r in results):
+        for result in results:
+            snippet = result["snippet"]
+            if snippet in seen and not overlay:
+                raise ConfigError(f"{snippet} is in both {seen[snippet]} and {path}; merge each snippet once (or "
+                                  "--overlay: the first input holding it wins)")
             if snippet in seen:
-                raise ConfigError(f"{snippet} is in both {seen[snippet]} and {path}; merge each snippet once")
+                overlaid.setdefault(snippet, []).append(str(path))
+                continue
             seen[snippet] = path
+            kept.append(result)
     metas = [meta for _, meta in loaded]
     dropped = (ROUND_SETTINGS if mixed_rounds else ()) + (("lqr",) if mixed_laws else ())
     meta = {**{k: v for k, v in metas[0].items() if k not in dropped},
             "merged_from": [{"path": str(p), "seed": m.get("seed"), **{k: m[k] for k in mixed if k in m}}
-                            for p, m in zip(paths, metas)]}
-    return write_dataset(out_path, [r for results, _ in loaded for r in results], meta=meta)
+                            for p, m in zip(paths, metas)], **({"overlaid": overlaid} if overlaid else {})}
+    return write_dataset(out_path, kept, meta=meta)
 
 
 def collect(expert_dirs: list[Path | str], out_path: Path | str, trajectories_per_expert: int = 100,
