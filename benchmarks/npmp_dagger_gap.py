@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         fail(f"no such data file: {', '.join(missing)}")
     rows = {str(path): row for path in args.data
-            if (row := last_round(path, args.edge, args.snippets, args.fit is None, args.over)) is not None}
+            if (row := last_round(path, args.edge, args.snippets, required=args.fit is None,
+                                         over=args.over)) is not None}
     if rows:
         print(f"squared gap between executed action and label, per action dimension (median over episodes; "
               f"first / middle / last {args.edge} steps)")

@@ -870,10 +870,10 @@ def merge_datasets(paths: list[Path | str], out_path: Path | str, mixed_planners
     for path, (results, _) in zip(paths, loaded):
         for result in results:
             snippet = result["snippet"]
-            if snippet in seen and not overlay:
-                raise ConfigError(f"{snippet} is in both {seen[snippet]} and {path}; merge each snippet once (or "
-                                  "--overlay: the first input holding it wins)")
             if snippet in seen:
+                if not overlay:
+                    raise ConfigError(f"{snippet} is in both {seen[snippet]} and {path}; merge each snippet once "
+                                      "(or --overlay: the first input holding it wins)")
                 overlaid.setdefault(snippet, []).append(str(path))
                 continue
             seen[snippet] = path
