@@ -23,6 +23,11 @@ the first target's distance (m) and bearing (degrees) at the start.
     python benchmarks/npmp_clips_humanoid.py --mocap data/mocap/cmu_snippets.h5 data/mocap/cmu_turns.h5 \\
         --clips 07_01-0 16_27-0 16_27-0-mirror --primitives runs/turns/u5_s1 --episodes 10
 
+``--reach RESETS`` tells what the clips allow at best, with no primitives run: a perfect tracker (the walker's root
+on the chain's own path, laid from the start pose) over every sequence of up to ``--reach-depth`` choices; per
+reset, the first control step at which its path has kept the first target within the task's 1 m for 10 steps.
+Reported: the share of first targets so reached within 1, 2, ..., 10 s, and the median step of those reached.
+
 Results are kept per primitives, controller and episode: a rerun measures only what the file lacks. ``--frames DIR``
 draws the chosen episodes again (seeded, deterministic physics) as PNG strips of the walker's back camera, a frame
 every second: ``<primitives>__<controller>__<episode>.png``.
@@ -40,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.npmp_steer_humanoid import measure_episodes, target_bearing  # noqa: E402
-from benchmarks.runs import fail, resumed_results  # noqa: E402
+from benchmarks.runs import fail, resumed_results, write_json  # noqa: E402
 
 CONTROLLERS = ("walk", "nearest", "planned")
 
@@ -77,6 +82,52 @@ def path_cost(path: np.ndarray, target: np.ndarray) -> float:
     walking, wanted = path[-1] - path[-10], target - path[-1]
     turn = abs(np.angle(complex(*wanted) / complex(*walking)))
     return float(distance[-1] + turn)
+
+
+REACH_SECONDS = (1, 2, 3, 4, 5, 6, 8, 10)
+
+
+def first_reached(path: np.ndarray, target: np.ndarray) -> int | None:
+    """The first step at which ``path`` [N, 2] has kept ``target`` within the task's tolerance for the task's
+    ``STEPS_BEFORE_RESPAWN`` steps in a row (the step the task counts it reached), or None."""
+    from envs.locomotion import STEPS_BEFORE_RESPAWN, TOLERANCE
+
+    inside = np.linalg.norm(path - target, axis=1) < TOLERANCE
+    run = 0
+    for step, on in enumerate(inside):
+        run = run + 1 if on else 0
+        if run >= STEPS_BEFORE_RESPAWN:
+            return step
+    return None
+
+
+def reach(env, graph, clips: list[str], segment_frames: dict, start_frames: int, blend: int, resets: int,
+          depth: int) -> dict:
+    """``--reach`` (module docstring): the perfect tracker's first targets over ``resets`` resets of ``env``."""
+    from itertools import product
+
+    from priors.npmp.reference import CONTROL_STEP_SECONDS, ReferenceChain, move_poses
+
+    paths = []
+    for length in range(1, depth + 1):
+        for sequence in product(clips, repeat=length):
+            chain = ReferenceChain(None, graph, clips[0], start_frames, blend)
+            for clip in sequence:
+                chain.append(clip, segment_frames.get(clip))
+            paths.append(chain.root_poses())
+    steps = []
+    for seed in range(resets):
+        env.reset(seed=seed)
+        pose, target = walker_pose(env), target_position(env)
+        reached = [first_reached(move_poses(poses, poses[0], pose)[:, :2], target) for poses in paths]
+        steps.append(min((s for s in reached if s is not None), default=None))
+    found = np.array([s for s in steps if s is not None])
+    return {"resets": resets, "depth": depth, "chains": len(paths),
+            "share_reached_within_seconds": {
+                f"{seconds:g}": round(float(np.sum(found <= seconds / CONTROL_STEP_SECONDS)) / resets, 3)
+                for seconds in REACH_SECONDS},
+            "share_never_reached": round(1.0 - len(found) / resets, 3),
+            "median_step_reached": float(np.median(found)) if len(found) else None}
 
 
 def nearest_choice(env) -> int:
@@ -146,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clips", nargs="+", required=True, metavar="CLIP[:FRAMES]",
                    help="the clips to choose from (the first, a walk, starts every episode); with :FRAMES, a choice "
                         "follows that clip for at most FRAMES frames (a looped walk a stride at a time)")
-    p.add_argument("--primitives", type=Path, nargs="+", required=True)
+    p.add_argument("--primitives", type=Path, nargs="*", default=[])
     p.add_argument("--controllers", nargs="+", choices=CONTROLLERS, default=list(CONTROLLERS))
     p.add_argument("--depth", type=int, default=2, help="planned: segments simulated per choice")
     p.add_argument("--start-frames", type=int, default=30, help="frames of the first clip before the first choice")
@@ -156,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_clips_humanoid.json")
     p.add_argument("--frames", type=Path, help="a folder for one PNG strip per episode; measures them again")
+    p.add_argument("--reach", type=int, default=0, metavar="RESETS",
+                   help="also: what a perfect tracker of the clips reaches, over this many resets (module docstring)")
+    p.add_argument("--reach-depth", type=int, default=4, help="--reach: the most choices in a sequence")
     args = p.parse_args(argv)
 
     import torch
@@ -170,12 +224,25 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     if args.episodes < 1 or args.depth < 1 or args.start_frames < 3 or args.blend < 0:
         fail("need --episodes >= 1, --depth >= 1, --start-frames >= 3 and --blend >= 0")
+    if args.reach < 0 or not 1 <= args.reach_depth <= 6 or not (args.reach or args.primitives):
+        fail("need --primitives, --reach RESETS or both, --reach >= 0 and --reach-depth in [1, 6]")
     try:
         clips, segment_frames = parse_clip_choices(args.clips)
         graph, where = clip_graph(clips, [str(m) for m in args.mocap])
     except ConfigError as e:
         fail(f"--clips: {e}")
     results = resumed_results(args.results, Path(__file__).name, argv, clips=args.clips)
+    if args.reach:
+        try:
+            env = envs.make("humanoid", seed=0, start_snippet=clips[0], ref_path=str(where[clips[0]]))
+            key = f"start {args.start_frames}" + (f", blend {args.blend}" if args.blend else "")
+            results.setdefault("reach", {})[key] = reach(env, graph, clips, segment_frames, args.start_frames,
+                                                         args.blend, args.reach, args.reach_depth)
+        except (EnvError, ValueError) as e:
+            fail(f"--reach: {str(e).splitlines()[0]}")
+        env.close()
+        write_json(args.results, results)
+        print(f"reach ({key}): {results['reach'][key]}", flush=True)
     for path in args.primitives:
         try:
             model, meta = load_primitives(path)

@@ -245,11 +245,29 @@ def test_the_benchmark_on_humanoid_keeps_its_episodes_and_refuses_bad_input(clip
     capsys.readouterr()
     assert main([*common, "--controllers", "walk"]) == 0
     assert "episode 0" not in capsys.readouterr().out   # kept, not run again
+    # the perfect tracker's bound: shares grow with the time allowed and never pass what is reached at all
+    assert main([*common, "--controllers", "walk", "--reach", "20", "--reach-depth", "2"]) == 0
+    (bound,) = json.loads(results.read_text())["reach"].values()
+    shares = list(bound["share_reached_within_seconds"].values())
+    assert bound["resets"] == 20 and bound["chains"] == 3 + 9
+    assert shares == sorted(shares) and 0.0 <= shares[-1] <= 1.0 - bound["share_never_reached"] + 1e-9
     for bad, message in ((["--clips", "09_01-0", LEFT], "09_01-0 in none"), (["--clips", f"{WALK}:5"], ">= 12"),
-                         (["--episodes", "0"], "--episodes >= 1")):
+                         (["--episodes", "0"], "--episodes >= 1"), (["--reach-depth", "0", "--reach", "2"],
+                                                                     "--reach-depth in [1, 6]")):
         with pytest.raises(SystemExit) as exit_:
             main([*common, *bad])
         assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_target_counts_as_reached_after_ten_steps_within_a_metre():
+    from benchmarks.npmp_clips_humanoid import first_reached
+
+    target = np.array([5.0, 0.0])
+    path = np.stack([np.linspace(0.0, 10.0, 101), np.full(101, 0.5)], axis=1)   # passes 0.5 m beside it, 0.1 m a step
+    inside = np.flatnonzero(np.linalg.norm(path - target, axis=1) < 1.0)
+    assert first_reached(path, target) == inside[0] + 9
+    assert first_reached(path[: inside[0] + 9], target) is None   # nine steps within 1 m are not enough
+    assert first_reached(path + [0.0, 1.0], target) is None       # 1.5 m beside it: never
 
 
 def test_a_dqn_high_level_chooses_clips_through_train_py(clips, capsys):
