@@ -18,7 +18,8 @@ this interface:
 Reported per primitives, controller and episode (seeds 0..N-1, the same targets and start for every controller):
 targets reached, steps (of 834), whether it fell, the step the first target was reached, the segments and how often
 each clip was chosen, the mean entry match, how far the walker turned (degrees, counter-clockwise positive), and
-the first target's distance (m) and bearing (degrees) at the start.
+the first target's distance (m) and bearing (degrees) at the start, and the chain followed (each segment's clip,
+entry frame and frames, the start's first).
 
     python benchmarks/npmp_clips_humanoid.py --mocap data/mocap/cmu_snippets.h5 data/mocap/cmu_turns.h5 \\
         --clips 07_01-0 16_27-0 16_27-0-mirror --primitives runs/turns/u5_s1 --episodes 10
@@ -188,7 +189,8 @@ def episode(env, controller: str, seed: int, depth: int, observe=None) -> dict:
     return {"targets_reached": int(metrics["task/targets_reached"]), "steps": steps, "fell": bool(info["fell"]),
             "first_target_step": first, "segments": int(metrics["clips/segments"]), "chosen": dict(chosen),
             "mean_match": round(metrics["clips/mean_match"], 3), "turn_degrees": round(float(np.degrees(turned)), 1),
-            "first_target_m_and_bearing": start}
+            "first_target_m_and_bearing": start,
+            "chain": [[clip, int(first), int(frames)] for clip, first, frames in env.chain.segments]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -242,6 +242,10 @@ def test_the_benchmark_on_humanoid_keeps_its_episodes_and_refuses_bad_input(clip
         assert episode["steps"] > 0 and episode["segments"] >= 1 and sum(episode["chosen"].values()) == \
             episode["segments"]
     assert rows["walk"]["0"]["chosen"] == {WALK: rows["walk"]["0"]["segments"]}
+    for row in rows.values():   # the chain followed: the start, then one segment per choice, in order
+        chain = row["0"]["chain"]
+        assert chain[0] == [WALK, 0, 30] and len(chain) == row["0"]["segments"] + 1   # --start-frames 30
+        assert sorted({clip for clip, _, _ in chain[1:]}) == sorted(row["0"]["chosen"])
     capsys.readouterr()
     assert main([*common, "--controllers", "walk"]) == 0
     assert "episode 0" not in capsys.readouterr().out   # kept, not run again
