@@ -37,7 +37,10 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.runs import fail, write_json  # noqa: E402
 
 
-def episode_gaps(executed: np.ndarray, labels: np.ndarray, edge: int, over: float = 0.05) -> dict:
+OVER = 0.05   # default --over: a gap per action dimension well above the distillation's error (about 0.004-0.007)
+
+
+def episode_gaps(executed: np.ndarray, labels: np.ndarray, edge: int, over: float = OVER) -> dict:
     """Squared executed-minus-label difference per action dimension over an episode's first ``edge`` steps, its
     middle (nan when the episode is shorter than 2 ``edge``) and its last ``edge`` steps; ``parts_before_end``:
     steps from the first step whose gap exceeds ``over`` to the episode's end (0 if none does)."""
@@ -50,7 +53,7 @@ def episode_gaps(executed: np.ndarray, labels: np.ndarray, edge: int, over: floa
 
 
 def last_round(path: Path, edge: int, only: list[str] | None = None, required: bool = True,
-               over: float = 0.05) -> dict | None:
+               over: float = OVER) -> dict | None:
     """The last DAgger round of one data file (its episodes on ``only`` where given): its settings and the medians
     of ``episode_gaps`` over its episodes; None for a file without a round unless ``required``."""
     from agents.config import ConfigError
@@ -130,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("data", type=Path, nargs="+", help="data files written by relabel (with --fit: or by collect)")
     p.add_argument("--snippets", nargs="+", help="only these snippets' episodes (default: all the round's)")
     p.add_argument("--edge", type=int, default=20, help="steps at each end of an episode")
-    p.add_argument("--over", type=float, default=0.05,
+    p.add_argument("--over", type=float, default=OVER,
                    help="the gap whose first excess is counted back from the episode's end (parts_before_end)")
     p.add_argument("--fit", type=Path, metavar="PRIMITIVES",
                    help="also: these primitives' error on each part of the data's stored labels (module docstring)")
@@ -142,8 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         fail(f"no such data file: {', '.join(missing)}")
     rows = {str(path): row for path in args.data
-            if (row := last_round(path, args.edge, args.snippets, required=args.fit is None,
-                                         over=args.over)) is not None}
+            if (row := last_round(path, args.edge, args.snippets, required=args.fit is None, over=args.over))
+            is not None}
     if rows:
         print(f"squared gap between executed action and label, per action dimension (median over episodes; "
               f"first / middle / last {args.edge} steps)")
