@@ -29,6 +29,11 @@ on the chain's own path, laid from the start pose) over every sequence of up to 
 reset, the first control step at which its path has kept the first target within the task's 1 m for 10 steps.
 Reported: the share of first targets so reached within 1, 2, ..., 10 s, and the median step of those reached.
 
+``--action-noise SIGMA`` executes clip(command + N(0, SIGMA^2), -1, 1) for every low-level command (the noise drawn
+from the episode's seed): noise-free, the episodes that choose alike are one trajectory (the physics is
+deterministic), so a handful of distinct walks stand for all of them; with noise each episode is its own walk.
+``planned``'s tries draw from the same stream.
+
 Results are kept per primitives, controller and episode: a rerun measures only what the file lacks. ``--frames DIR``
 draws the chosen episodes again (seeded, deterministic physics) as PNG strips of the walker's back camera, a frame
 every second: ``<primitives>__<controller>__<episode>.png``.
@@ -40,6 +45,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,6 +55,24 @@ from benchmarks.npmp_steer_humanoid import measure_episodes, target_bearing  # n
 from benchmarks.runs import fail, resumed_results, write_json  # noqa: E402
 
 CONTROLLERS = ("walk", "nearest", "planned")
+
+
+class NoisyCommands(gym.ActionWrapper):
+    """``--action-noise``: the wrapped environment executes clip(command + N(0, sigma^2), -1, 1); a reset with a
+    seed restarts the noise from that seed (episode ``seed`` sees the same noise for every controller)."""
+
+    def __init__(self, env, sigma: float):
+        super().__init__(env)
+        self.sigma, self.rng = float(sigma), np.random.default_rng(1)
+
+    def reset(self, **kwargs):
+        if kwargs.get("seed") is not None:
+            self.rng = np.random.default_rng([kwargs["seed"], 1])
+        return self.env.reset(**kwargs)
+
+    def action(self, command):
+        noisy = command + self.sigma * self.rng.standard_normal(np.shape(command))
+        return np.clip(noisy, -1.0, 1.0).astype(np.float32)
 
 
 def walker_pose(env) -> np.ndarray:
@@ -207,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lead", type=int, help="frames of the chain left when the next choice is made (default: the "
                                             "primitives' look-ahead + 3); must exceed --blend")
     p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--action-noise", type=float, default=0.0, metavar="SIGMA",
+                   help="executes clip(command + N(0, SIGMA^2), -1, 1), seeded per episode (module docstring)")
     p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_clips_humanoid.json")
     p.add_argument("--frames", type=Path, help="a folder for one PNG strip per episode; measures them again")
     p.add_argument("--reach", type=int, default=0, metavar="RESETS",
@@ -224,8 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     from priors.reuse import ClipChoiceActionEnv
 
     torch.set_num_threads(1)
-    if args.episodes < 1 or args.depth < 1 or args.start_frames < 3 or args.blend < 0:
-        fail("need --episodes >= 1, --depth >= 1, --start-frames >= 3 and --blend >= 0")
+    if args.episodes < 1 or args.depth < 1 or args.start_frames < 3 or args.blend < 0 or args.action_noise < 0:
+        fail("need --episodes >= 1, --depth >= 1, --start-frames >= 3, --blend >= 0 and --action-noise >= 0")
     if args.reach < 0 or not 1 <= args.reach_depth <= 6 or not (args.reach or args.primitives):
         fail("need --primitives, --reach RESETS or both, --reach >= 0 and --reach-depth in [1, 6]")
     try:
@@ -251,16 +277,18 @@ def main(argv: list[str] | None = None) -> int:
         except (ModuleFileError, ValueError, OSError) as e:
             fail(f"primitives {path}: {str(e).splitlines()[0]}")
         rows = results.setdefault("primitives", {}).setdefault(str(path), {})
-        variant = (f", blend {args.blend}" if args.blend else "") + (f", lead {args.lead}" if args.lead else "")
+        variant = ((f", blend {args.blend}" if args.blend else "") + (f", lead {args.lead}" if args.lead else "")
+                   + (f", noise {args.action_noise:g}" if args.action_noise else ""))
         keys = {c: (c if c != "planned" else f"planned, depth {args.depth}") + variant for c in args.controllers}
         todo = [(c, e) for c in args.controllers for e in range(args.episodes)
                 if args.frames or str(e) not in rows.get(keys[c], {})]
         if not todo:
             continue
         try:
-            env = ClipChoiceActionEnv(envs.make("humanoid", seed=0, start_snippet=clips[0],
-                                                ref_path=str(where[clips[0]])),
-                                      model, graph, clips, clips[0], meta["obs_groups"], args.start_frames,
+            walker = envs.make("humanoid", seed=0, start_snippet=clips[0], ref_path=str(where[clips[0]]))
+            if args.action_noise:
+                walker = NoisyCommands(walker, args.action_noise)
+            env = ClipChoiceActionEnv(walker, model, graph, clips, clips[0], meta["obs_groups"], args.start_frames,
                                       lead=args.lead, segment_frames=segment_frames, blend=args.blend)
         except (EnvError, ModuleFileError, ValueError) as e:
             fail(f"{path}: {str(e).splitlines()[0]}")

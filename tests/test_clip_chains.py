@@ -249,6 +249,9 @@ def test_the_benchmark_on_humanoid_keeps_its_episodes_and_refuses_bad_input(clip
     capsys.readouterr()
     assert main([*common, "--controllers", "walk"]) == 0
     assert "episode 0" not in capsys.readouterr().out   # kept, not run again
+    assert main([*common, "--controllers", "walk", "--action-noise", "0.1"]) == 0   # kept apart from noise-free
+    rows = json.loads(results.read_text())["primitives"][str(clips["primitives"])]
+    assert "walk, noise 0.1" in rows and rows["walk, noise 0.1"]["0"]["steps"] > 0
     # the perfect tracker's bound: shares grow with the time allowed and never pass what is reached at all
     assert main([*common, "--controllers", "walk", "--reach", "20", "--reach-depth", "2"]) == 0
     (bound,) = json.loads(results.read_text())["reach"].values()
@@ -256,11 +259,29 @@ def test_the_benchmark_on_humanoid_keeps_its_episodes_and_refuses_bad_input(clip
     assert bound["resets"] == 20 and bound["chains"] == 3 + 9
     assert shares == sorted(shares) and 0.0 <= shares[-1] <= 1.0 - bound["share_never_reached"] + 1e-9
     for bad, message in ((["--clips", "09_01-0", LEFT], "09_01-0 in none"), (["--clips", f"{WALK}:5"], ">= 12"),
-                         (["--episodes", "0"], "--episodes >= 1"), (["--reach-depth", "0", "--reach", "2"],
+                         (["--episodes", "0"], "--episodes >= 1"), (["--action-noise", "-1"], "--action-noise >= 0"),
+                         (["--reach-depth", "0", "--reach", "2"],
                                                                      "--reach-depth in [1, 6]")):
         with pytest.raises(SystemExit) as exit_:
             main([*common, *bad])
         assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_benchmark_s_action_noise_is_clipped_and_drawn_again_for_each_seed(clips):
+    import envs
+    from benchmarks.npmp_clips_humanoid import NoisyCommands
+
+    env = NoisyCommands(envs.make("humanoid", seed=0, start_snippet=WALK, ref_path=str(clips["walks"])), 0.5)
+    command = np.full(env.action_space.shape, 0.9, np.float32)
+
+    def draws(seed):
+        env.reset(seed=seed)
+        return np.stack([env.action(command) for _ in range(3)])
+
+    first = draws(3)
+    assert np.array_equal(first, draws(3)) and not np.allclose(first, draws(4))   # per seed, and seeds differ
+    assert first.max() <= 1.0 and (first == 1.0).any() and first.std() > 0.1      # clipped, and noisy
+    env.close()
 
 
 def test_a_target_counts_as_reached_after_ten_steps_within_a_metre():
