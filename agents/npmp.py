@@ -131,6 +131,7 @@ class NPMPClipsConfig(DQNConfig):
     start_frames: int = 30       # frames of the first clip before the first choice
     blend: int = 0               # frames over which each join fades in (ReferenceChain); the teacher's chains
                                  # (pipelines.npmp chain --blend) must have been blended the same way
+    high_level_obs: str = ""     # the observation groups the high level sees, e.g. "task,clip"; "": all of them
 
     def __post_init__(self):   # resolved once, so that --resume from elsewhere finds the files
         object.__setattr__(self, "primitives", str(Path(self.primitives).expanduser().resolve()))
@@ -176,8 +177,9 @@ class NPMPClipsAgent(DQNAgent):
         graph, _ = clip_graph(clips, config.clip_mocap.split(","))
         try:
             model, meta = load_primitives(config.primitives, device)
+            groups = tuple(g for g in config.high_level_obs.split(",") if g) or None
             return ClipChoiceActionEnv(env, model, graph, clips, clips[0], meta["obs_groups"], config.start_frames,
-                                       segment_frames=frames, blend=config.blend)
+                                       segment_frames=frames, blend=config.blend, high_level_groups=groups)
         except ModuleFileError as e:
             raise ConfigError(f"primitives: {e}") from None
         except ValueError as e:

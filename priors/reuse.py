@@ -271,7 +271,9 @@ class ClipChoiceActionEnv(gym.Wrapper):
 
     Every episode starts on the first frame of ``start_clip`` (``envs.locomotion`` ``start_snippet``): the chain
     begins with its first ``start_frames`` frames. The observation gains the group ``clip``: the one-hot of the last
-    choice (zeros before the first). ``info``: ``clip``, ``entry`` (the frame it was entered at), ``match`` (the
+    choice (zeros before the first); ``high_level_groups``, when given, keeps only those groups of it (what the high
+    level sees, e.g. ``("task", "clip")``: where the target is and what it chose last; the primitives still read
+    the whole body). ``info``: ``clip``, ``entry`` (the frame it was entered at), ``match`` (the
     entry's distance, ``ClipGraph.entry``) and ``control_steps`` (control steps run: the training loop counts
     these as environment steps); on an episode's last step ``info["episode_metrics"]`` gains ``clips/segments``
     and ``clips/mean_match``. ``observer``, when set, is called with (the unwrapped environment, steps so far)
@@ -279,7 +281,7 @@ class ClipChoiceActionEnv(gym.Wrapper):
 
     def __init__(self, env: gym.Env, model, graph, choices: list[str], start_clip: str, obs_groups: dict[str, int],
                  start_frames: int = 30, lead: int | None = None, segment_frames: dict[str, int] | None = None,
-                 blend: int = 0):
+                 blend: int = 0, high_level_groups: tuple[str, ...] | None = None):
         super().__init__(env)
         spaces = env.observation_space.spaces
         check_fits(env, "the primitives' decoder", obs_groups, model.config.action_dim)
@@ -305,8 +307,13 @@ class ClipChoiceActionEnv(gym.Wrapper):
         if any(n <= self.lead for n in self.segment_frames.values()):
             raise ValueError(f"segment_frames must each exceed lead ({self.lead}), got {self.segment_frames}")
         self.device = next(model.parameters()).device
-        self.observation_space = gym.spaces.Dict({**spaces, CLIP_OBS: gym.spaces.Box(0.0, 1.0, (len(choices),),
-                                                                                      np.float32)})
+        seen = {**spaces, CLIP_OBS: gym.spaces.Box(0.0, 1.0, (len(choices),), np.float32)}
+        self.high_level_groups = list(seen) if high_level_groups is None else list(high_level_groups)
+        unknown = [g for g in self.high_level_groups if g not in seen]
+        if unknown or not self.high_level_groups:
+            raise ValueError(f"the high level's observation groups must be among {', '.join(seen)}; got "
+                             f"{', '.join(self.high_level_groups) or 'none'}")
+        self.observation_space = gym.spaces.Dict({g: seen[g] for g in self.high_level_groups})
         self.action_space = gym.spaces.Discrete(len(choices))
         self._obs, self._t, self._z, self.chain, self._choice, self._matches = None, 0, None, None, None, []
         self.observer = None   # called with (the unwrapped environment, steps so far) after every control step
@@ -315,7 +322,8 @@ class ClipChoiceActionEnv(gym.Wrapper):
         onehot = np.zeros(len(self.choices), np.float32)
         if self._choice is not None:
             onehot[self._choice] = 1.0
-        return {**obs, CLIP_OBS: onehot}
+        seen = {**obs, CLIP_OBS: onehot}
+        return {g: seen[g] for g in self.high_level_groups}
 
     def reset(self, **kwargs):
         from priors.npmp.reference import ReferenceChain

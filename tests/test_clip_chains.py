@@ -228,6 +228,33 @@ def test_the_high_level_chooses_clips_and_the_primitives_follow_the_chain(clips)
                             model, clips["graph"], ["09_01-0"], WALK, clips["obs_groups"])
 
 
+def test_the_high_level_may_see_only_the_target_and_its_last_choice(clips):
+    """``high_level_groups``: the high level's observation keeps only those groups; the primitives still read the
+    body, so the walk is the same step for step."""
+    import envs
+    from priors.npmp import load_primitives
+    from priors.reuse import CLIP_OBS, ClipChoiceActionEnv
+
+    model, _ = load_primitives(clips["primitives"])
+
+    def make(groups):
+        return ClipChoiceActionEnv(envs.make("humanoid", seed=0, start_snippet=WALK, ref_path=str(clips["walks"])),
+                                   model, clips["graph"], [WALK, LEFT], WALK, clips["obs_groups"],
+                                   segment_frames={WALK: 20}, high_level_groups=groups)
+
+    full, narrow = make(None), make(("task", CLIP_OBS))
+    assert sorted(narrow.observation_space.spaces) == ["clip", "task"]
+    assert "proprio" in full.observation_space.spaces
+    for env in (full, narrow):
+        env.reset(seed=1)
+    a, b = full.step(1), narrow.step(1)
+    assert sorted(b[0]) == ["clip", "task"] and b[0]["clip"].tolist() == [0.0, 1.0]
+    np.testing.assert_array_equal(a[0]["task"], b[0]["task"])
+    assert a[1] == b[1] and a[4]["control_steps"] == b[4]["control_steps"]
+    with pytest.raises(ValueError, match="observation groups must be among"):
+        make(("target",))
+
+
 def test_the_benchmark_on_humanoid_keeps_its_episodes_and_refuses_bad_input(clips, capsys):
     from benchmarks.npmp_clips_humanoid import main
 
@@ -304,8 +331,8 @@ def test_a_dqn_high_level_chooses_clips_through_train_py(clips, capsys):
     code = train.main(["--env", "humanoid", "--agent", "npmp-clips", "--steps", "300", "--logdir", str(run_dir),
                        "--set", f"primitives={clips['primitives']}", "--set", f"clips={WALK}:20,{LEFT},{RIGHT}",
                        "--set", f"clip_mocap={clips['walks']},{TURNS}", "--set", "learning_starts=4",
-                       "--set", "batch_size=4", "--eval-every", "1000", "--eval-episodes", "1",
-                       "--video-every", "300"])
+                       "--set", "batch_size=4", "--set", "high_level_obs=task,clip", "--eval-every", "1000",
+                       "--eval-episodes", "1", "--video-every", "300"])
     assert code == 0, capsys.readouterr().err
     logged = scalars(run_dir)
     lengths = [v for _, v in logged["train/episode_length"]]
@@ -323,3 +350,9 @@ def test_a_dqn_high_level_chooses_clips_through_train_py(clips, capsys):
                        "--set", f"clip_mocap={TURNS}"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and "09_01-0 in none" in err
+    assert train.main(["--env", "humanoid", "--agent", "npmp-clips", "--steps", "10", "--logdir",
+                       str(clips["root"] / "bad2"), "--set", f"primitives={clips['primitives']}",
+                       "--set", f"clips={WALK}:20,{LEFT}", "--set", f"clip_mocap={clips['walks']},{TURNS}",
+                       "--set", "high_level_obs=task,target"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "observation groups must be among" in err
