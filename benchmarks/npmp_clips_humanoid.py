@@ -9,6 +9,8 @@ turns the primitives were taught) the primitives imitate next, entered where it 
 (``priors.npmp.reference.ClipGraph``). Scripted controllers, no learning, to show what the primitives allow through
 this interface:
 - ``walk``: always the first clip (a walk): targets reached by walking into them, the chance level;
+- ``random``: a uniformly random clip at every choice (drawn from the episode's seed): the chance level of a high
+  level that has learned nothing, where the first clip is a turn (an untrained DQN's, epsilon = 1);
 - ``nearest``: the clip whose path, laid from where the walker is, leaves it nearest the target (through it, or
   the distance left plus the turn still needed toward it; the path of the reference, not of the walker: no
   simulation);
@@ -54,7 +56,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.npmp_steer_humanoid import measure_episodes, target_bearing  # noqa: E402
 from benchmarks.runs import fail, resumed_results, write_json  # noqa: E402
 
-CONTROLLERS = ("walk", "nearest", "planned")
+CONTROLLERS = ("walk", "random", "nearest", "planned")
 
 
 class NoisyCommands(gym.ActionWrapper):
@@ -193,12 +195,13 @@ def episode(env, controller: str, seed: int, depth: int, observe=None) -> dict:
     obs, _ = env.reset(seed=seed)
     start = (round(float(np.hypot(*obs["task"][:2])), 2), round(target_bearing(obs["task"]), 1))
     chosen, first, turned, last_yaw, steps = Counter(), None, 0.0, walker_pose(env)[2], 0
+    draws = np.random.default_rng([seed, 2])
     env.observer = observe
     if observe is not None:
         observe(env.unwrapped, 0)
     while True:
-        choice = (0 if controller == "walk" else nearest_choice(env) if controller == "nearest"
-                  else planned_choice(env, depth))
+        choice = (0 if controller == "walk" else int(draws.integers(len(env.choices))) if controller == "random"
+                  else nearest_choice(env) if controller == "nearest" else planned_choice(env, depth))
         chosen[env.choices[choice]] += 1
         before = env.unwrapped.task.objective.targets_reached
         obs, _, terminated, truncated, info = env.step(choice)

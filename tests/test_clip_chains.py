@@ -261,9 +261,9 @@ def test_the_benchmark_on_humanoid_keeps_its_episodes_and_refuses_bad_input(clip
     results = clips["root"] / "clips.json"
     common = ["--mocap", str(clips["walks"]), str(TURNS), "--clips", f"{WALK}:20", LEFT, RIGHT,
               "--primitives", str(clips["primitives"]), "--episodes", "1", "--results", str(results)]
-    assert main([*common, "--controllers", "walk", "nearest", "planned", "--depth", "1"]) == 0
+    assert main([*common, "--controllers", "walk", "random", "nearest", "planned", "--depth", "1"]) == 0
     rows = json.loads(results.read_text())["primitives"][str(clips["primitives"])]
-    assert sorted(rows) == ["nearest", "planned, depth 1", "walk"]
+    assert sorted(rows) == ["nearest", "planned, depth 1", "random", "walk"]
     for row in rows.values():
         episode = row["0"]
         assert episode["steps"] > 0 and episode["segments"] >= 1 and sum(episode["chosen"].values()) == \
@@ -356,3 +356,46 @@ def test_a_dqn_high_level_chooses_clips_through_train_py(clips, capsys):
                        "--set", "high_level_obs=task,target"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and "observation groups must be among" in err
+
+
+def test_the_shipped_clip_primitives_drive_the_default_high_level_on_a_fresh_clone(tmp_path, capsys):
+    """``--agent npmp-clips`` with no --set: the shipped clip primitives (taught the 16_27 turns and their chains,
+    reading the chain 60 frames ahead), the turns from the shipped mocap, and a high level that sees the target and
+    its last choice; the run counts control steps and logs the targets reached."""
+    import train
+    from agents.npmp import CLIP_PRIMITIVES, NPMPClipsConfig
+    from priors.npmp import load_primitives
+    from tests.test_cli import scalars
+
+    model, meta = load_primitives(CLIP_PRIMITIVES)
+    assert meta["weights_dtype"] == "float16" and max(model.config.far_offsets) == 60
+    assert {LEFT, RIGHT, "pairE", "seqLLLL"} <= set(meta["clips"])   # the turns and chains of them
+    config = NPMPClipsConfig()
+    assert config.high_level_obs == "task,clip" and config.clips == f"{LEFT},{RIGHT}" and config.blend == 7
+    run_dir = tmp_path / "run"
+    assert train.main(["--env", "humanoid", "--agent", "npmp-clips", "--steps", "400", "--logdir", str(run_dir),
+                       "--set", "learning_starts=2", "--eval-every", "1000", "--eval-episodes", "1",
+                       "--video-every", "0"]) == 0, capsys.readouterr().err
+    logged = scalars(run_dir)
+    assert "task/targets_reached" in logged and len(logged["train/episode_length"]) >= 1
+    assert min(v for _, v in logged["train/episode_length"]) > 20   # upright through the start and a turn
+
+
+def test_the_reuse_benchmark_runs_the_clip_high_level_with_its_own_settings(tmp_path, capsys):
+    """benchmarks/npmp.py ``npmp_clips``: DQN over the shipped clip primitives, its settings its own (not svg0's
+    COMMON), the primitives' checksum kept with the run; a missing set is one error line."""
+    from benchmarks import npmp as bench
+
+    output = tmp_path / "npmp.json"
+    common = ["--steps", "300", "--seeds", "0", "--workers", "1", "--conditions", "npmp_clips", "--workdir",
+              str(tmp_path / "runs"), "--output", str(output), "--pipeline-dir", str(tmp_path)]
+    assert bench.main(common) == 0
+    result = json.loads(output.read_text())
+    (run,) = result["runs"].values()
+    assert run["primitives_sha256"] and result["reuse"]["npmp_clips"]["episodes_mean"] >= 1
+    config = json.loads((tmp_path / "runs" / "npmp_clips-seed0-steps300" / "config.json").read_text())
+    assert "128" not in str(config["agent"]["hidden"])   # not COMMON's svg0 width
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        bench.main([*common, "--clip-primitives", str(tmp_path / "none")])
+    assert exit_.value.code == 2 and "no primitives at" in capsys.readouterr().err
