@@ -39,6 +39,7 @@ import torch
 
 from agents.config import ConfigError
 from agents.dqn import DQNAgent, DQNConfig
+from agents.schedule import Schedule
 from agents.svg0 import SVG0Agent, SVG0Config
 from envs.mocap.convert import CURVE_STYLES, curve_suffix
 from priors.npmp import DEFAULT_PRIMITIVES, ModuleFileError, load_primitives
@@ -120,18 +121,22 @@ class NPMPAgent(SVG0Agent):
 
 
 MOCAP = Path(__file__).resolve().parents[1] / "data" / "mocap"
+# the primitives taught the 16_27 walking turns and their chains (docs/npmp.md, "A learned high level reaches targets")
+CLIP_PRIMITIVES = DEFAULT_PRIMITIVES.parent / "npmp-clips"
 
 
 @dataclasses.dataclass(frozen=True)
 class NPMPClipsConfig(DQNConfig):
-    primitives: str = str(DEFAULT_PRIMITIVES)  # a primitives directory (priors/npmp save_primitives)
-    clips: str = "07_01-0-loop26:30,16_27-0,16_27-0-mirror"   # the choices, CLIP[:FRAMES] (parse_clip_choices); the
-                                                               # first (a walk) starts every episode
-    clip_mocap: str = f"{MOCAP / 'cmu_walk_loop.h5'},{MOCAP / 'cmu_turns.h5'}"   # the files holding them
-    start_frames: int = 30       # frames of the first clip before the first choice
-    blend: int = 0               # frames over which each join fades in (ReferenceChain); the teacher's chains
+    primitives: str = str(CLIP_PRIMITIVES)   # a primitives directory (priors/npmp save_primitives) taught the clips
+    clips: str = "16_27-0,16_27-0-mirror"    # the choices, CLIP[:FRAMES] (parse_clip_choices); the first starts
+                                             # every episode (its first start_frames frames walk before it turns)
+    clip_mocap: str = str(MOCAP / "cmu_turns.h5")   # the files holding them, comma-separated
+    start_frames: int = 20       # frames of the first clip before the first choice
+    blend: int = 7               # frames over which each join fades in (ReferenceChain); the teacher's chains
                                  # (pipelines.npmp chain --blend) must have been blended the same way
-    high_level_obs: str = ""     # the observation groups the high level sees, e.g. "task,clip"; "": all of them
+    high_level_obs: str = "task,clip"   # the observation groups the high level sees; "": all of them (the body's
+                                        # 224 raw numbers drown the target's 3 in a few hundred decisions)
+    epsilon_decay_steps: int = 300      # decisions (about a second each), not control steps
 
     def __post_init__(self):   # resolved once, so that --resume from elsewhere finds the files
         object.__setattr__(self, "primitives", str(Path(self.primitives).expanduser().resolve()))

@@ -8,6 +8,9 @@ randomly changing target speed), ≥ 3 seeds each, identical svg0 settings (``CO
 - ``npmp beta=0.001``: ``--agent npmp`` on primitives distilled from the same data with beta = 0.001 (the thesis's
   "very weakly regularised" module; shipped in data/primitives/npmp-beta0.001, made by ``python -m pipelines.npmp
   distill --beta 0.001`` on the shipped primitives' data; another path with ``--weak``);
+- ``npmp_clips`` (not by default): ``--agent npmp-clips``, DQN choosing which clip the primitives follow next
+  (a departure from the thesis's latent high level), on the shipped clip primitives (data/primitives/npmp-clips;
+  another path with ``--clip-primitives``), with that agent's own defaults rather than ``COMMON``;
 - ``npmp beta=1``: primitives distilled from the same data with beta = 1 (data/primitives/npmp-beta1; another path
   with ``--strong``), whose decoder keeps the humanoid up longest under latents no clip produced
   (benchmarks/npmp_prior_samples.py).
@@ -58,6 +61,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.runs import read_series, run_jobs, steps_to_threshold, train_and_read, write_json  # noqa: E402
+from agents.npmp import CLIP_PRIMITIVES  # noqa: E402
 from priors.npmp import DEFAULT_PRIMITIVES  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "npmp.json"
@@ -75,8 +79,12 @@ TAGS = ("train/fell", "latent/abs_mean", "latent/std", "task/targets_reached", "
         "train/episode_length")
 
 
-def conditions(weak_primitives: Path, strong_primitives: Path) -> dict[str, tuple[str, dict]]:
+def conditions(weak_primitives: Path, strong_primitives: Path, clip_primitives: Path) -> dict[str, tuple[str, dict]]:
     return {"scratch": ("svg0", {}),
+            # a high level that chooses clips (DQN, agents/npmp.py npmp-clips; a departure from §8.4's latent high
+            # level) over primitives taught the 16_27 walking turns and their chains; its own measured defaults,
+            # not COMMON's svg0 settings
+            "npmp_clips": ("npmp-clips", {"primitives": str(clip_primitives)}),
             "npmp_beta_0.1": ("npmp", {}),
             "npmp_beta_0.001": ("npmp", {"primitives": str(weak_primitives)}),
             "npmp_beta_1": ("npmp", {"primitives": str(strong_primitives)}),
@@ -100,7 +108,7 @@ def condition_beta(name: str) -> float | None:
 def primitives_of(agent: str, overrides: dict) -> str | None:
     """The checksum of the primitives an npmp run acts through (None for scratch): a run made on other primitives
     (say, before the shipped ones were replaced) is not reused."""
-    if agent != "npmp":
+    if agent not in ("npmp", "npmp-clips"):
         return None
     meta = json.loads((Path(overrides.get("primitives", DEFAULT_PRIMITIVES)) / "meta.json").read_text())
     return meta["sha256"]["weights.safetensors"]
@@ -116,7 +124,8 @@ def task_start(env: str) -> str:
 def _job(args):
     key, env, agent, seed, steps, overrides, logdir = args
     print(f"start {key}", flush=True)
-    record = train_and_read(env, agent, seed, steps, {**COMMON, **overrides}, Path(logdir), tags=TAGS)
+    settings = overrides if agent == "npmp-clips" else {**COMMON, **overrides}   # COMMON is svg0's
+    record = train_and_read(env, agent, seed, steps, settings, Path(logdir), tags=TAGS)
     record["primitives_sha256"] = primitives_of(agent, overrides)
     record["start"] = task_start(env)
     print(f"done  {key}: eval {record['eval_return']:.1f} in {record['wall_s']:.0f} s", flush=True)
@@ -186,6 +195,8 @@ def main(argv=None) -> int:
                    help="primitives distilled with beta = 0.001")
     p.add_argument("--strong", type=Path, default=ROOT / "data" / "primitives" / "npmp-beta1",
                    help="primitives distilled with beta = 1")
+    p.add_argument("--clip-primitives", type=Path, default=CLIP_PRIMITIVES,
+                   help="npmp_clips: primitives taught the clips the high level chooses")
     p.add_argument("--pipeline-dir", type=Path, default=ROOT / "runs" / "npmp",
                    help="where the pipeline's reports are: experts.json (report-experts) and report*.json "
                         "(evaluate: one-shot imitation and latent optimisation per primitives)")
@@ -195,12 +206,14 @@ def main(argv=None) -> int:
     p.add_argument("--report", action="store_true", help="only rebuild the summary from finished runs")
     args = p.parse_args(argv)
 
-    specs = conditions(args.weak, args.strong)
+    specs = conditions(args.weak, args.strong, args.clip_primitives)
     unknown = [c for c in args.conditions if c not in specs]
     if unknown:
         p.error(f"unknown condition(s) {unknown}; choose from {list(specs)}")
     for name in [] if args.report else args.conditions:   # a condition's primitives must have the beta it names
         agent, overrides = specs[name]
+        if agent == "npmp-clips" and not (Path(overrides["primitives"]) / "meta.json").is_file():
+            p.error(f"no primitives at {overrides['primitives']} for {name} (--clip-primitives)")
         if agent != "npmp":
             continue
         path = Path(overrides.get("primitives", DEFAULT_PRIMITIVES))

@@ -369,7 +369,7 @@ def test_the_shipped_clip_primitives_drive_the_default_high_level_on_a_fresh_clo
 
     model, meta = load_primitives(CLIP_PRIMITIVES)
     assert meta["weights_dtype"] == "float16" and max(model.config.far_offsets) == 60
-    assert {LEFT, RIGHT, "pairE", "seqLLLL"} <= set(meta["clips"])   # the turns and chains of them
+    assert {LEFT, RIGHT, "pairE", "pairJ"} <= set(meta["clips"])   # the turns and chains of them
     config = NPMPClipsConfig()
     assert config.high_level_obs == "task,clip" and config.clips == f"{LEFT},{RIGHT}" and config.blend == 7
     run_dir = tmp_path / "run"

@@ -309,6 +309,14 @@ def test_shipped_primitives_load_with_their_record_and_drive_the_humanoid():
         assert np.isfinite(reward) and info["latent"].shape == (c.latent_dim,)
 
 
+def same_but_beta(config: dict, other: dict) -> bool:
+    """Two primitives' configs alike but for beta (options saved empty by a newer version, such as far_offsets: [],
+    count as absent)."""
+    def kept(c):
+        return {k: v for k, v in c.items() if k != "beta" and v != []}
+    return kept(config) == kept(other)
+
+
 def test_shipped_weak_primitives_differ_from_the_shipped_ones_only_in_beta():
     """benchmarks/npmp.py's beta = 0.001 condition (seed 000 Fig 8.6a) reads them on a fresh clone."""
     from priors.npmp import DEFAULT_PRIMITIVES
@@ -316,8 +324,7 @@ def test_shipped_weak_primitives_differ_from_the_shipped_ones_only_in_beta():
     model, meta = load_primitives(DEFAULT_PRIMITIVES.parent / "npmp-beta0.001")
     _, shipped = load_primitives(DEFAULT_PRIMITIVES)
     assert model.config.beta == 0.001 and shipped["config"]["beta"] == 0.1
-    assert {k: v for k, v in meta["config"].items() if k != "beta"} == \
-        {k: v for k, v in shipped["config"].items() if k != "beta"}
+    assert same_but_beta(meta["config"], shipped["config"])
     assert meta["clips"] == shipped["clips"] and meta["held_out"] == shipped["held_out"]
     assert meta["distill"] == shipped["distill"] and meta["data"] == shipped["data"]
 
@@ -330,10 +337,9 @@ def test_shipped_strong_primitives_are_the_beta_1_counterpart_in_float16():
     _, shipped = load_primitives(DEFAULT_PRIMITIVES)
     assert model.config.beta == 1.0 and meta["weights_dtype"] == "float16"
     size = lambda d: (d / "weights.safetensors").stat().st_size  # noqa: E731
-    assert size(DEFAULT_PRIMITIVES.parent / "npmp-beta1") < 0.55 * size(DEFAULT_PRIMITIVES)   # stored as float16
+    assert size(DEFAULT_PRIMITIVES.parent / "npmp-beta1") < 0.55 * 4 * sum(p.numel() for p in model.parameters())
     assert all(p.dtype == torch.float32 for p in model.parameters())
-    assert {k: v for k, v in meta["config"].items() if k != "beta"} == \
-        {k: v for k, v in shipped["config"].items() if k != "beta"}
+    assert same_but_beta(meta["config"], shipped["config"])
     assert meta["clips"] == shipped["clips"] and meta["held_out"] == shipped["held_out"]
     assert {"train", "held_out"} <= set(meta["evaluation"])
 
