@@ -134,8 +134,8 @@ class NPMPClipsConfig(DQNConfig):
     start_frames: int = 20       # frames of the first clip before the first choice
     blend: int = 7               # frames over which each join fades in (ReferenceChain); the teacher's chains
                                  # (pipelines.npmp chain --blend) must have been blended the same way
-    high_level_obs: str = "task,clip"   # the observation groups the high level sees; "": all of them (the body's
-                                        # 224 raw numbers drown the target's 3 in a few hundred decisions)
+    high_level_obs: str = "task,clip"   # the observation groups the high level sees; "": all of them (the body
+                                        # too: learned alike on one seed, docs/npmp.md)
     epsilon_decay_steps: int = 300      # decisions (about a second each), not control steps
 
     def __post_init__(self):   # resolved once, so that --resume from elsewhere finds the files
