@@ -121,7 +121,7 @@ class NPMPAgent(SVG0Agent):
 
 
 MOCAP = Path(__file__).resolve().parents[1] / "data" / "mocap"
-# the primitives taught the 16_27 walking turns and their chains (docs/npmp.md, "A learned high level reaches targets")
+# the primitives taught the 16_27 walking turns and their chains (docs/npmp.md, "Targets through the clip primitives")
 CLIP_PRIMITIVES = DEFAULT_PRIMITIVES.parent / "npmp-clips"
 
 

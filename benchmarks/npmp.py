@@ -145,6 +145,37 @@ def episode_lengths(record: dict, logdir: Path) -> list[float]:
     return [v for _, v in read_series(logdir, "train/episode_length")] if logdir.is_dir() else []
 
 
+GREEDY_SEED = 50_000   # --greedy-episodes: fresh episodes, none of training's or evaluation's
+
+
+def greedy_episodes(logdir: Path, episodes: int) -> dict:
+    """A finished run's last policy, acting greedily (deterministic) on ``episodes`` fresh episodes: targets reached
+    per episode and the median episode length in control steps (the run's own end-of-run evaluation is 5 episodes,
+    too few to tell 0.1 target per episode from 0)."""
+    from agents.loop import load_run_config, load_trained_agent, make_run_env
+    from agents.observations import ObsLayout
+
+    run, agent_config = load_run_config(logdir)
+    env = make_run_env(run.env, run.action_repeat, run.agent, agent_config, "cpu", GREEDY_SEED)
+    try:
+        _, _, agent, step = load_trained_agent(logdir, env.observation_space, env.action_space)
+        layout, reached, lengths = ObsLayout(env.observation_space), [], []
+        for episode in range(episodes):
+            obs, _ = env.reset(seed=GREEDY_SEED + episode)
+            done, length, info = False, 0, {}
+            while not done:
+                action, _ = agent.act(layout.flatten(obs), deterministic=True)
+                obs, _, terminated, truncated, info = env.step(action)
+                length += int(info.get("control_steps", run.action_repeat))
+                done = terminated or truncated
+            reached.append(float(info.get("episode_metrics", {}).get("task/targets_reached", 0.0)))
+            lengths.append(length)
+    finally:
+        env.close()
+    return {"episodes": episodes, "at_env_step": step, "targets_per_episode": round(float(np.mean(reached)), 4),
+            "episodes_with_a_target": int(np.sum(np.array(reached) > 0)), "median_steps": float(np.median(lengths))}
+
+
 def summarise(runs: dict, names: list[str], seeds: list[int], steps: int, workdir: Path,
               threshold: float | None) -> dict:
     out = {}
@@ -180,6 +211,8 @@ def summarise(runs: dict, names: list[str], seeds: list[int], steps: int, workdi
                      "speed_error_first": [round(float(np.mean(e[:WINDOW])), 3) if e else None for e in speed_errors],
                      "speed_error_last": [round(float(np.mean(e[-WINDOW:])), 3) if e else None for e in speed_errors],
                      "latent_abs_mean_last": [r["last"].get("latent/abs_mean") for r in records],
+                     # --greedy-episodes: the last policy on fresh episodes
+                     "greedy_targets_per_episode": [r.get("greedy", {}).get("targets_per_episode") for r in records],
                      "wall_s_mean": float(np.mean([r["wall_s"] for r in records]))}
     return out
 
@@ -204,8 +237,12 @@ def main(argv=None) -> int:
     p.add_argument("--workdir", type=Path, default=ROOT / "runs" / "npmp_benchmark")
     p.add_argument("--output", type=Path, default=RESULTS)
     p.add_argument("--report", action="store_true", help="only rebuild the summary from finished runs")
+    p.add_argument("--greedy-episodes", type=int, default=0, metavar="N",
+                   help="also run each finished run's last policy greedily on N fresh episodes (kept with the run)")
     args = p.parse_args(argv)
 
+    if args.greedy_episodes < 0:
+        p.error(f"--greedy-episodes must be >= 0, got {args.greedy_episodes}")
     specs = conditions(args.weak, args.strong, args.clip_primitives)
     unknown = [c for c in args.conditions if c not in specs]
     if unknown:
@@ -247,6 +284,12 @@ def main(argv=None) -> int:
                 del runs[key]
                 shutil.rmtree(logdir, ignore_errors=True)
         run_jobs(_job, jobs, args.workers, runs, args.output, header)
+        for key, *_, logdir in jobs:   # kept per run: a rerun measures only what is missing
+            if args.greedy_episodes and key in runs and Path(logdir).is_dir() and \
+                    runs[key].get("greedy", {}).get("episodes") != args.greedy_episodes:
+                runs[key]["greedy"] = greedy_episodes(Path(logdir), args.greedy_episodes)
+                print(f"{key}: greedy {runs[key]['greedy']}", flush=True)
+                write_json(args.output, {**header, "runs": runs})
     else:   # the runs' own command and machine, not this rebuild's
         header = {**header, **{k: previous[k] for k in ("command", "machine") if k in previous}}
     reports = {path.stem: json.loads(path.read_text()) for path in sorted(args.pipeline_dir.glob("*.json"))

@@ -330,7 +330,7 @@ def test_a_dqn_high_level_chooses_clips_through_train_py(clips, capsys):
     run_dir = clips["root"] / "run"
     code = train.main(["--env", "humanoid", "--agent", "npmp-clips", "--steps", "300", "--logdir", str(run_dir),
                        "--set", f"primitives={clips['primitives']}", "--set", f"clips={WALK}:20,{LEFT},{RIGHT}",
-                       "--set", f"clip_mocap={clips['walks']},{TURNS}", "--set", "learning_starts=4",
+                       "--set", f"clip_mocap={clips['walks']},{TURNS}", "--set", "blend=3", "--set", "learning_starts=4",
                        "--set", "batch_size=4", "--set", "high_level_obs=task,clip", "--eval-every", "1000",
                        "--eval-episodes", "1", "--video-every", "300"])
     assert code == 0, capsys.readouterr().err
@@ -353,7 +353,7 @@ def test_a_dqn_high_level_chooses_clips_through_train_py(clips, capsys):
     assert train.main(["--env", "humanoid", "--agent", "npmp-clips", "--steps", "10", "--logdir",
                        str(clips["root"] / "bad2"), "--set", f"primitives={clips['primitives']}",
                        "--set", f"clips={WALK}:20,{LEFT}", "--set", f"clip_mocap={clips['walks']},{TURNS}",
-                       "--set", "high_level_obs=task,target"]) == 2
+                       "--set", "blend=3", "--set", "high_level_obs=task,target"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and "observation groups must be among" in err
 
@@ -389,10 +389,12 @@ def test_the_reuse_benchmark_runs_the_clip_high_level_with_its_own_settings(tmp_
     output = tmp_path / "npmp.json"
     common = ["--steps", "300", "--seeds", "0", "--workers", "1", "--conditions", "npmp_clips", "--workdir",
               str(tmp_path / "runs"), "--output", str(output), "--pipeline-dir", str(tmp_path)]
-    assert bench.main(common) == 0
+    assert bench.main([*common, "--greedy-episodes", "2"]) == 0
     result = json.loads(output.read_text())
     (run,) = result["runs"].values()
     assert run["primitives_sha256"] and result["reuse"]["npmp_clips"]["episodes_mean"] >= 1
+    assert run["greedy"]["episodes"] == 2 and run["greedy"]["median_steps"] > 20   # the last policy, greedy
+    assert result["reuse"]["npmp_clips"]["greedy_targets_per_episode"] == [run["greedy"]["targets_per_episode"]]
     config = json.loads((tmp_path / "runs" / "npmp_clips-seed0-steps300" / "config.json").read_text())
     assert "128" not in str(config["agent"]["hidden"])   # not COMMON's svg0 width
     capsys.readouterr()
