@@ -117,6 +117,24 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def play_episode(agent, env, layout: ObsLayout, seed: int, before_step=None, steps_per_action: int = 1
+                 ) -> tuple[float, int, dict]:
+    """One episode of the deterministic policy (the Gaussian's mode) from ``env.reset(seed=seed)``: (return, control
+    steps, the last step's info). ``before_step()``, if given, runs before every action (to draw a frame); an action
+    is ``info["control_steps"]`` control steps where the wrapper says so, else ``steps_per_action``."""
+    obs, _ = env.reset(seed=seed)
+    total, steps, done, info = 0.0, 0, False, {}
+    while not done:
+        if before_step is not None:
+            before_step()
+        action, _ = agent.act(layout.flatten(obs), deterministic=True)
+        obs, reward, terminated, truncated, info = env.step(action)
+        total += reward
+        steps += int(info.get("control_steps", steps_per_action))
+        done = terminated or truncated
+    return total, steps, info
+
+
 def evaluate(agent, env, layout: ObsLayout, episodes: int, seed: int, record: bool = False):
     """Mean return of the deterministic policy (the Gaussian's mode) over ``episodes``; frames of the first."""
     returns, frames = [], []
@@ -124,18 +142,11 @@ def evaluate(agent, env, layout: ObsLayout, episodes: int, seed: int, record: bo
     # through its observer, so that the video plays at the control rate
     per_control_step = hasattr(env, "observer")
     for episode in range(episodes):
-        obs, _ = env.reset(seed=seed + episode)
-        total, done = 0.0, False
+        drawn = record and episode == 0
         if per_control_step:
-            env.observer = (lambda inner, _: frames.append(inner.render())) if record and episode == 0 else None
-        while not done:
-            if record and episode == 0 and not per_control_step:
-                frames.append(env.render())
-            action, _ = agent.act(layout.flatten(obs), deterministic=True)
-            obs, reward, terminated, truncated, _ = env.step(action)
-            total += reward
-            done = terminated or truncated
-        returns.append(total)
+            env.observer = (lambda inner, _: frames.append(inner.render())) if drawn else None
+        draw = (lambda: frames.append(env.render())) if drawn and not per_control_step else None
+        returns.append(play_episode(agent, env, layout, seed + episode, before_step=draw)[0])
     if per_control_step:
         env.observer = None
     return float(np.mean(returns)), frames

@@ -152,7 +152,7 @@ def greedy_episodes(logdir: Path, episodes: int) -> dict:
     """A finished run's last policy, acting greedily (deterministic) on ``episodes`` fresh episodes: targets reached
     per episode and the median episode length in control steps (the run's own end-of-run evaluation is 5 episodes,
     too few to tell 0.1 target per episode from 0)."""
-    from agents.loop import load_run_config, load_trained_agent, make_run_env
+    from agents.loop import load_run_config, load_trained_agent, make_run_env, play_episode
     from agents.observations import ObsLayout
 
     run, agent_config = load_run_config(logdir)
@@ -161,13 +161,8 @@ def greedy_episodes(logdir: Path, episodes: int) -> dict:
         _, _, agent, step = load_trained_agent(logdir, env.observation_space, env.action_space)
         layout, reached, lengths = ObsLayout(env.observation_space), [], []
         for episode in range(episodes):
-            obs, _ = env.reset(seed=GREEDY_SEED + episode)
-            done, length, info = False, 0, {}
-            while not done:
-                action, _ = agent.act(layout.flatten(obs), deterministic=True)
-                obs, _, terminated, truncated, info = env.step(action)
-                length += int(info.get("control_steps", run.action_repeat))
-                done = terminated or truncated
+            _, length, info = play_episode(agent, env, layout, GREEDY_SEED + episode,
+                                           steps_per_action=run.action_repeat)
             reached.append(float(info.get("episode_metrics", {}).get("task/targets_reached", 0.0)))
             lengths.append(length)
     finally:
