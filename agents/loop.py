@@ -41,6 +41,9 @@ from agents.actors import LocalActor, RayActors
 from agents.vector import EnvPool
 
 
+RELABELLED_STREAM = -1   # the replay stream of the episodes agents make from finished ones (Agent.relabel)
+
+
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     env: str = "cartpole-swingup"
@@ -136,8 +139,10 @@ def play_episode(agent, env, layout: ObsLayout, seed: int, before_step=None, ste
 
 
 def evaluate(agent, env, layout: ObsLayout, episodes: int, seed: int, record: bool = False):
-    """Mean return of the deterministic policy (the Gaussian's mode) over ``episodes``; frames of the first."""
-    returns, frames = [], []
+    """Mean return of the deterministic policy (the Gaussian's mode) over ``episodes``, frames of the first, and the
+    mean of each of the episodes' ``episode_metrics`` (e.g. ``task/targets_reached``: what a sparse task's greedy
+    policy achieves, which its return alone does not tell)."""
+    returns, frames, metrics = [], [], {}
     # a wrapper that runs several control steps per action (priors.reuse.ClipChoiceActionEnv) draws each of them
     # through its observer, so that the video plays at the control rate
     per_control_step = hasattr(env, "observer")
@@ -146,10 +151,13 @@ def evaluate(agent, env, layout: ObsLayout, episodes: int, seed: int, record: bo
         if per_control_step:
             env.observer = (lambda inner, _: frames.append(inner.render())) if drawn else None
         draw = (lambda: frames.append(env.render())) if drawn and not per_control_step else None
-        returns.append(play_episode(agent, env, layout, seed + episode, before_step=draw)[0])
+        episode_return, _, info = play_episode(agent, env, layout, seed + episode, before_step=draw)
+        returns.append(episode_return)
+        for tag, value in info.get("episode_metrics", {}).items():
+            metrics.setdefault(tag, []).append(float(value))
     if per_control_step:
         env.observer = None
-    return float(np.mean(returns)), frames
+    return float(np.mean(returns)), frames, {tag: float(np.mean(v)) for tag, v in metrics.items()}
 
 
 def write_video(writer, run_dir: Path, tag: str, frames: list[np.ndarray], step: int, fps: int) -> None:
@@ -264,6 +272,16 @@ class Trainer:
         self.env_steps, self.actor_steps = counters["env_steps"], counters["actor_steps"]
         self.episodes = counters["episodes"]
 
+    def _write_relabelled(self, first_obs: np.ndarray, steps: list) -> None:
+        """The agent's relabelled copies of a finished episode, into replay as whole episodes of their own stream
+        (they never count as environment or actor steps)."""
+        for first, rows in self.agent.relabel(first_obs, steps):
+            if not rows or not rows[-1][5] or any(row[5] for row in rows[:-1]):
+                raise RuntimeError("a relabelled episode must end (over) on its last row and only there")
+            self.replay.start_episode(first, stream=RELABELLED_STREAM)
+            for action, log_prob, reward, terminated, obs, over in rows:
+                self.replay.add(action, log_prob, reward, terminated, obs, over, stream=RELABELLED_STREAM)
+
     def _log_episode(self, writer, episode_return: float, episode_length: int, info: dict) -> None:
         writer.add_scalar("train/episode_return", episode_return, self.env_steps)
         writer.add_scalar("train/episode_length", episode_length, self.env_steps)
@@ -352,6 +370,10 @@ class Trainer:
         self.episode_return = [float(r) for r in progress["returns"]] if progress else [0.0] * streams
         self.episode_length = [int(n) for n in progress["lengths"]] if progress else [0] * streams
         episode_return, episode_length = self.episode_return, self.episode_length   # updated in place
+        # each stream's episode so far (first state, transitions), for agents that relabel finished episodes; an
+        # episode continued from a checkpoint is not relabelled (its start is not kept)
+        episodes: dict[int, tuple] = {}
+        relabels = getattr(self.agent, "relabels", False)
         sums: dict[str, float] = {}
         count = 0
         updates_at_log, steps_at_log, time_at_log = self.agent.updates, self.env_steps, time.perf_counter()
@@ -362,6 +384,8 @@ class Trainer:
                 self.replay.start_episode(flat, stream=stream)
                 episode_return[stream], episode_length[stream] = 0.0, 0
                 seen.append(flat)
+                if relabels:
+                    episodes[stream] = (flat, [])
             previous, actor_before = self.env_steps, self.actor_steps
             # a wrapper whose one step runs several control steps of its own (priors.reuse.ClipChoiceActionEnv)
             # says how many; otherwise each transition is action_repeat of them
@@ -376,13 +400,19 @@ class Trainer:
                 episode_return[t.stream] += t.reward
                 episode_length[t.stream] += int(t.info.get("control_steps", 1))
                 seen.append(t.obs)
+                if relabels and t.stream in episodes:
+                    episodes[t.stream][1].append(t)
                 if t.over:
                     self.episodes += 1
                     last_return = episode_return[t.stream]
                     self._log_episode(writer, episode_return[t.stream], episode_length[t.stream], t.info)
+                    if t.stream in episodes:
+                        self._write_relabelled(*episodes.pop(t.stream))
                     self.replay.start_episode(t.reset_obs, stream=t.stream)
                     episode_return[t.stream], episode_length[t.stream] = 0.0, 0
                     seen.append(t.reset_obs)
+                    if relabels:
+                        episodes[t.stream] = (t.reset_obs, [])
             if seen:
                 self.agent.observe(np.stack(seen))
 
@@ -421,9 +451,11 @@ class Trainer:
                 bar.set_postfix(ret=f"{last_return:.1f}", eval=f"{eval_return:.1f}", sps=f"{env_rate:.0f}")
             record = _crossed(run.video_every, previous, self.env_steps) or (done and run.video_every > 0)
             if _crossed(run.eval_every, previous, self.env_steps) or done or record:
-                eval_return, frames = evaluate(self.agent, self.eval_env, self.layout, run.eval_episodes,
-                                               seed=run.seed + 10_000, record=record)
+                eval_return, frames, eval_metrics = evaluate(self.agent, self.eval_env, self.layout,
+                                                             run.eval_episodes, seed=run.seed + 10_000, record=record)
                 writer.add_scalar("eval/return", eval_return, self.env_steps)
+                for tag, value in eval_metrics.items():
+                    writer.add_scalar(f"eval/{tag}", value, self.env_steps)
                 if record:
                     write_video(writer, self.run_dir, "eval/video", frames, self.env_steps, fps)
                 bar.set_postfix(ret=f"{last_return:.1f}", eval=f"{eval_return:.1f}")

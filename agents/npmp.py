@@ -35,10 +35,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from agents.config import ConfigError
 from agents.dqn import DQNAgent, DQNConfig
+from agents.hindsight import relabel_episode
 from agents.schedule import Schedule
 from agents.svg0 import SVG0Agent, SVG0Config
 from envs.mocap.convert import CURVE_STYLES, curve_suffix
@@ -137,6 +139,8 @@ class NPMPClipsConfig(DQNConfig):
     high_level_obs: str = "task,clip"   # the observation groups the high level sees; "": all of them (the body
                                         # too: learned alike on one seed, docs/npmp.md)
     epsilon_decay_steps: int = 300      # decisions (about a second each), not control steps
+    hindsight_goals: int = 0     # relabelled copies of each finished episode, the target moved to where the walker
+                                 # went (agents/hindsight.py; needs the task features in high_level_obs); 0: none
 
     def __post_init__(self):   # resolved once, so that --resume from elsewhere finds the files
         object.__setattr__(self, "primitives", str(Path(self.primitives).expanduser().resolve()))
@@ -152,6 +156,11 @@ class NPMPClipsConfig(DQNConfig):
             raise ConfigError(f"start_frames must be >= 3, got {self.start_frames}")
         if self.blend < 0:
             raise ConfigError(f"blend must be >= 0 frames, got {self.blend}")
+        if self.hindsight_goals < 0:
+            raise ConfigError(f"hindsight_goals must be >= 0, got {self.hindsight_goals}")
+        groups = [g for g in self.high_level_obs.split(",") if g]
+        if self.hindsight_goals and groups and "task" not in groups:
+            raise ConfigError("hindsight_goals relabels the task features: high_level_obs must include task")
 
 
 class NPMPClipsAgent(DQNAgent):
@@ -161,6 +170,19 @@ class NPMPClipsAgent(DQNAgent):
     clip's first frame. One action lasts until the chosen clip's frames are nearly used up (about a second)."""
 
     Config = NPMPClipsConfig
+
+    def __init__(self, observation_space, action_space, config: NPMPClipsConfig, device="cpu"):
+        super().__init__(observation_space, action_space, config, device)
+        self.relabels = config.hindsight_goals > 0
+        if self.relabels and "task" not in self.layout.slices:
+            raise ConfigError("hindsight_goals relabels the task features; this environment has none")
+        # relabelling's own stream of goal draws, seeded from the run's (torch is seeded first)
+        self.relabel_rng = np.random.default_rng(int(torch.randint(2**62, ())))
+
+    def relabel(self, first_obs, steps):
+        """Hindsight goals (agents/hindsight.py): ``hindsight_goals`` copies of the episode."""
+        return relabel_episode(first_obs, steps, self.layout.slices["task"], self.config.hindsight_goals,
+                               self.relabel_rng)
 
     @staticmethod
     def acts_through_controller(config: NPMPClipsConfig) -> bool:

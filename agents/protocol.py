@@ -36,6 +36,7 @@ class RunInterrupted(Exception):
 class Agent(Protocol):
     updates: int  # learner updates so far (checkpointed)
     learns: bool  # whether the loop calls ``update`` at all
+    relabels: bool  # whether the loop hands finished episodes to ``relabel``
     schedule: Schedule  # the replay/update schedule it was measured with: a run's default (agents/schedule.py)
 
     def act(self, obs: np.ndarray, deterministic: bool = False) -> tuple[Any, float]:
@@ -66,14 +67,23 @@ class Agent(Protocol):
 
     def load_acting_state(self, state: dict) -> None: ...
 
+    def relabel(self, first_obs: np.ndarray, steps: list) -> list[tuple[np.ndarray, list[tuple]]]:
+        """Extra episodes for replay made from one finished episode (its first flat state and its ``Transition``s):
+        [(first flat state, [(action, log_prob, reward, terminated, next flat state, over), ...])], e.g. hindsight
+        goals (agents/hindsight.py); the loop keeps each stream's episode only where ``relabels`` is true."""
+
 
 class AgentBase:
     """Do-nothing defaults for the optional hooks of ``Agent``, and ``wrap_env`` for agents that act directly."""
 
     learns = True  # False: the loop never calls ``update`` (a planner)
+    relabels = False  # True: the loop hands every finished episode to ``relabel``
 
     def begin_episode(self) -> None:
         pass
+
+    def relabel(self, first_obs: np.ndarray, steps: list) -> list[tuple[np.ndarray, list[tuple]]]:
+        return []
 
     def export_artifacts(self, run_dir: Path) -> None:
         pass

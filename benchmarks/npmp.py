@@ -44,6 +44,9 @@ benchmarks/results/npmp.json holds every NPMP number.
     python benchmarks/npmp.py --env humanoid-progress --steps 150000 --seeds 0 1 --conditions npmp_innovation_kl_beta_0.1 --workdir runs/npmp_shaped --output benchmarks/results/npmp_progress_150k.json
     # ten times the budget (about 15 min per run):
     python benchmarks/npmp.py --steps 150000 --conditions scratch npmp_beta_0.1 --workdir runs/npmp_benchmark_150k --output benchmarks/results/npmp_150k.json
+    # 10 N for the clip high level's N = 60 000 (about an hour a seed; runs over CHECKPOINT_EVERY steps checkpoint
+    # as they go, and a rerun of the same command continues a stopped run and skips finished ones):
+    python benchmarks/npmp.py --steps 600000 --seeds 0 1 2 --workers 1 --conditions scratch --workdir runs/npmp_benchmark_600k --output benchmarks/results/npmp_600k.json
 """
 from __future__ import annotations
 
@@ -74,6 +77,7 @@ WINDOW = 10
 THRESHOLDS = {"humanoid": 10.0, "humanoid-progress": None, "humanoid-alive": None, "humanoid-shaped": None,
               "humanoid-speed": 100.0}
 # Budget-driven svg0 settings shared by every condition (the thesis gives no HL-policy setup).
+CHECKPOINT_EVERY = 100_000   # longer runs checkpoint as they go; a stopped one continues where it was on a rerun
 COMMON = {"hidden": "128,128", "update_every": "4", "learning_starts": "1000"}
 TAGS = ("train/fell", "latent/abs_mean", "latent/std", "task/targets_reached", "task/speed_error",
         "train/episode_length")
@@ -125,7 +129,8 @@ def _job(args):
     key, env, agent, seed, steps, overrides, logdir = args
     print(f"start {key}", flush=True)
     settings = overrides if agent == "npmp-clips" else {**COMMON, **overrides}   # COMMON is svg0's
-    record = train_and_read(env, agent, seed, steps, settings, Path(logdir), tags=TAGS)
+    record = train_and_read(env, agent, seed, steps, settings, Path(logdir), tags=TAGS,
+                            checkpoint_every=CHECKPOINT_EVERY if steps > CHECKPOINT_EVERY else None)
     record["primitives_sha256"] = primitives_of(agent, overrides)
     record["start"] = task_start(env)
     print(f"done  {key}: eval {record['eval_return']:.1f} in {record['wall_s']:.0f} s", flush=True)

@@ -14,23 +14,30 @@ from cluster.fanout import Terminated, caller_bound_pool
 
 
 def train_and_read(env: str, agent: str, seed: int, steps: int, overrides: dict[str, str], logdir: Path,
-                   action_repeat: int = 1, eval_episodes: int = 5, tags: tuple[str, ...] = ()) -> dict:
+                   action_repeat: int = 1, eval_episodes: int = 5, tags: tuple[str, ...] = (),
+                   checkpoint_every: int | None = None) -> dict:
     """One run exactly as ``train.py`` would do it; returns its training-return curve, final deterministic
     evaluation, wall time, and the last value (``last``) and whole series (``series``) of each extra TensorBoard
-    ``tags``."""
+    ``tags``. With ``checkpoint_every`` (environment steps) a long run checkpoints as it goes, and a run that was
+    stopped (SIGTERM checkpoints too) continues from its last checkpoint in ``logdir`` instead of starting again;
+    ``wall_s`` then counts this process's part only, and ``resumed_from`` says where it took over."""
     import torch
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     import agents
+    from agents import checkpoint
     from agents.loop import RunConfig, Trainer
 
     torch.set_num_threads(1)
     config, schedule = agents.resolve(agent, overrides)
     run = RunConfig(env=env, agent=agent, steps=steps, seed=seed, action_repeat=action_repeat, device="cpu",
-                    logdir=str(logdir), eval_every=steps, eval_episodes=eval_episodes, checkpoint_every=steps,
-                    log_every=1000, schedule=schedule)
+                    logdir=str(logdir), eval_every=steps, eval_episodes=eval_episodes,
+                    checkpoint_every=checkpoint_every or steps, log_every=1000, schedule=schedule)
+    resume = None
+    if checkpoint_every and (logdir / "checkpoints" / "latest").is_file():
+        resume = checkpoint.latest(logdir / "checkpoints")
     start = time.perf_counter()
-    result = Trainer(run, config).train()
+    result = Trainer(run, config, resume).train()
     wall = time.perf_counter() - start
     events = EventAccumulator(str(logdir), size_guidance={"scalars": 0})
     events.Reload()
@@ -40,6 +47,7 @@ def train_and_read(env: str, agent: str, seed: int, steps: int, overrides: dict[
     return {"env": env, "agent": agent, "seed": seed, "steps": steps, "action_repeat": action_repeat,
             "overrides": overrides, "curve": curve, "eval_return": result["eval_return"],
             "episodes": result["episodes"], "wall_s": wall,
+            **({"resumed_from": resume.name} if resume is not None else {}),
             "last": {t: events.Scalars(t)[-1].value for t in tags if t in scalars},
             "series": {t: [(e.step, e.value) for e in events.Scalars(t)] for t in tags if t in scalars}}
 

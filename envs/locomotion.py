@@ -166,6 +166,28 @@ def target_speed_reward(speed: float, target_speed: float, sigma: float = SPEED_
     return float(np.exp(-(speed - target_speed) ** 2 / (2.0 * sigma ** 2)))
 
 
+def relabelled_features(root_pose: np.ndarray, goal: np.ndarray) -> np.ndarray:
+    """The moving-target task's features (the target's position in the walker's egocentric frame, as
+    ``transform_vec_to_egocentric_frame`` gives them) had the target been at ``goal`` (xyz, world), for a walker at
+    ``root_pose`` (``LocomotionTask.root_pose``): hindsight relabelling (agents/hindsight.py)."""
+    pose = np.asarray(root_pose, np.float64)
+    return ((np.asarray(goal, np.float64) - pose[:3]) @ pose[3:12].reshape(3, 3)).astype(np.float32)
+
+
+def target_of_features(root_pose: np.ndarray, features: np.ndarray) -> np.ndarray:
+    """The inverse of ``relabelled_features``: the target's world position (xyz) from the features a walker at
+    ``root_pose`` saw."""
+    pose = np.asarray(root_pose, np.float64)
+    return pose[:3] + pose[3:12].reshape(3, 3) @ np.asarray(features, np.float64)[:3]
+
+
+def steps_on_target(root_positions: np.ndarray, goal: np.ndarray) -> np.ndarray:
+    """Per step, whether the walker's root (rows of world xyz) was within ``TOLERANCE`` of ``goal`` in the plane: the
+    moving-target task's reward of 1."""
+    positions = np.asarray(root_positions, np.float64).reshape(-1, 3)
+    return np.linalg.norm(positions[:, :2] - np.asarray(goal, np.float64)[:2], axis=1) < TOLERANCE
+
+
 # -- objectives: the logic of one task, on a walker and arena shared with the others ------------------------------
 class Objective:
     """One task. ``after_step`` sets ``reward`` and ``terminated`` for the step just taken."""
@@ -454,6 +476,12 @@ class LocomotionTask(composer.Task):
     def root_position(self, physics) -> np.ndarray:
         return np.array(physics.bind(self.walker.root_body).xpos)
 
+    def root_pose(self, physics) -> np.ndarray:
+        """(12,): the root body's world position and its rotation matrix (row-major), the frame of the egocentric
+        task features."""
+        root = physics.bind(self.walker.root_body)
+        return np.concatenate([root.xpos, root.xmat]).astype(np.float32)
+
     def planar_velocity(self, physics) -> np.ndarray:
         """World-frame xy velocity of the walker's root body."""
         velocity = np.zeros(6)  # (angular, linear), world orientation, at the body's origin
@@ -577,6 +605,8 @@ class LocomotionEnv(DMEnv):
 
     def _info(self) -> dict:
         info = {"task": self.task.objective.name} if self._multitask else {}
+        # where the walker is and how it is turned: what hindsight relabelling needs (``relabelled_features``)
+        info["root_pose"] = self.task.root_pose(self._env.physics)
         if self.task.ends_on_fall:
             info["fell"] = bool(self.task.fell)
         if self.task.terminated or self.task._timed_out:

@@ -274,8 +274,10 @@ class ClipChoiceActionEnv(gym.Wrapper):
     choice (zeros before the first); ``high_level_groups``, when given, keeps only those groups of it (what the high
     level sees, e.g. ``("task", "clip")``: where the target is and what it chose last; the primitives still read
     the whole body). ``info``: ``clip``, ``entry`` (the frame it was entered at), ``match`` (the
-    entry's distance, ``ClipGraph.entry``) and ``control_steps`` (control steps run: the training loop counts
-    these as environment steps); on an episode's last step ``info["episode_metrics"]`` gains ``clips/segments``
+    entry's distance, ``ClipGraph.entry``), ``control_steps`` (control steps run: the training loop counts
+    these as environment steps) and, where the environment reports ``root_pose`` (envs/locomotion.py),
+    ``start_pose`` (the pose the segment started from) and ``root_path`` (the root's xyz after each of its control
+    steps; hindsight relabelling, agents/hindsight.py); on an episode's last step ``info["episode_metrics"]`` gains ``clips/segments``
     and ``clips/mean_match``. ``observer``, when set, is called with (the unwrapped environment, steps so far)
     after every control step (to draw an episode at the control rate)."""
 
@@ -316,6 +318,7 @@ class ClipChoiceActionEnv(gym.Wrapper):
         self.observation_space = gym.spaces.Dict({g: seen[g] for g in self.high_level_groups})
         self.action_space = gym.spaces.Discrete(len(choices))
         self._obs, self._t, self._z, self.chain, self._choice, self._matches = None, 0, None, None, None, []
+        self._pose = None   # the walker's root pose (info["root_pose"]) where the next segment starts
         self.observer = None   # called with (the unwrapped environment, steps so far) after every control step
 
     def _observe(self, obs):
@@ -330,7 +333,7 @@ class ClipChoiceActionEnv(gym.Wrapper):
 
         self._obs, info = self.env.reset(**kwargs)
         self.chain = ReferenceChain(self.model, self.graph, self.start_clip, self.start_frames, self.blend)
-        self._t, self._choice, self._matches = 0, None, []
+        self._t, self._choice, self._matches, self._pose = 0, None, [], info.get("root_pose")
         self._z = torch.zeros(self.model.config.latent_dim, device=self.device)
         return self._observe(self._obs), info
 
@@ -344,7 +347,8 @@ class ClipChoiceActionEnv(gym.Wrapper):
         inner = capture() if capture is not None else None
         return None if inner is None else {"env": inner, "obs": self._obs, "t": self._t, "z": self._z.clone(),
                                            "segments": [list(s) for s in self.chain.segments],
-                                           "choice": self._choice, "matches": list(self._matches)}
+                                           "choice": self._choice, "matches": list(self._matches),
+                                           "pose": self._pose}
 
     def set_state(self, state: dict) -> None:
         """Continue the episode ``get_state`` captured."""
@@ -353,7 +357,7 @@ class ClipChoiceActionEnv(gym.Wrapper):
         self.env.unwrapped.set_state(state["env"])
         self._obs, self._t, self._z = state["obs"], state["t"], state["z"].clone()
         self.chain = ReferenceChain.from_segments(self.model, self.graph, state["segments"], self.blend)
-        self._choice, self._matches = state["choice"], list(state["matches"])
+        self._choice, self._matches, self._pose = state["choice"], list(state["matches"]), state.get("pose")
 
     def step(self, action):
         choice = int(np.asarray(action).reshape(-1)[0])
@@ -363,16 +367,23 @@ class ClipChoiceActionEnv(gym.Wrapper):
         self._choice = choice
         self._matches.append(match)
         reward, steps, terminated, truncated, info = 0.0, 0, False, False, {}
+        start_pose, path = self._pose, []
         while len(self.chain) - self._t > self.lead:
             self._obs, r, terminated, truncated, info = self.env.step(self.low_level_action())
             self._t += 1
             steps += 1
             reward += r
+            if "root_pose" in info:
+                path.append(info["root_pose"][:3])
             if self.observer is not None:
                 self.observer(self.env.unwrapped, self._t)
             if terminated or truncated:
                 break
         info = {**info, "clip": self.choices[choice], "entry": entry, "match": match, "control_steps": steps}
+        if start_pose is not None:   # where the walker went during the segment (hindsight relabelling)
+            self._pose = info.get("root_pose", start_pose)   # a choice that ran no step left it where it was
+            info = {**info, "start_pose": start_pose, "root_pose": self._pose,
+                    "root_path": np.array(path, np.float32).reshape(-1, 3)}
         if terminated or truncated:
             info["episode_metrics"] = {**info.get("episode_metrics", {}), "clips/segments": len(self._matches),
                                        "clips/mean_match": float(np.mean(self._matches))}
