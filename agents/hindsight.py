@@ -2,7 +2,7 @@
 EXTERNAL: none of the seeds uses it). A departure from seed 000 §8.4, whose high level learns from the task's own
 reward alone, taken because that reward is too rare at this machine's budgets: on ``humanoid`` a high level that
 chooses clips reaches about 0.1 targets per episode by chance, so a 60 000-step run holds some 50 rewarded episodes
-among ~2 000 decisions, too few to learn which turn leads where (docs/npmp.md, "A high level that learns").
+among ~2 000 decisions, too few to learn which turn leads where (docs/npmp.md, "A high level that learns, in part").
 
 A finished episode is replayed again with the target moved to places the walker did pass: ``goals`` points of its
 root's path at least ``min_distance`` from where it started (as the task's respawns are), each a relabelled copy of

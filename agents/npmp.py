@@ -139,7 +139,7 @@ class NPMPClipsConfig(DQNConfig):
     high_level_obs: str = "task,clip"   # the observation groups the high level sees; "": all of them (the body
                                         # too: learned alike on one seed, docs/npmp.md)
     epsilon_decay_steps: int = 300      # decisions (about a second each), not control steps
-    hindsight_goals: int = 0     # relabelled copies of each finished episode, the target moved to where the walker
+    hindsight_goals: int = 4     # relabelled copies of each finished episode, the target moved to where the walker
                                  # went (agents/hindsight.py; needs the task features in high_level_obs); 0: none
 
     def __post_init__(self):   # resolved once, so that --resume from elsewhere finds the files
@@ -170,6 +170,10 @@ class NPMPClipsAgent(DQNAgent):
     clip's first frame. One action lasts until the chosen clip's frames are nearly used up (about a second)."""
 
     Config = NPMPClipsConfig
+    # counted in decisions (about a second each); what the measured runs used (docs/npmp.md, "A high level that
+    # learns, in part"): DQN's own schedule, stated here so that a change to DQN's does not change this agent's
+    schedule = Schedule(replay_capacity=10_000, learning_starts=128, update_every=1, updates_per_step=1,
+                        batch_size=128)
 
     def __init__(self, observation_space, action_space, config: NPMPClipsConfig, device="cpu"):
         super().__init__(observation_space, action_space, config, device)

@@ -10,7 +10,8 @@ randomly changing target speed), ≥ 3 seeds each, identical svg0 settings (``CO
   distill --beta 0.001`` on the shipped primitives' data; another path with ``--weak``);
 - ``npmp_clips`` (not by default): ``--agent npmp-clips``, DQN choosing which clip the primitives follow next
   (a departure from the thesis's latent high level), on the shipped clip primitives (data/primitives/npmp-clips;
-  another path with ``--clip-primitives``), with that agent's own defaults rather than ``COMMON``;
+  another path with ``--clip-primitives``), with that agent's own defaults rather than ``COMMON`` (hindsight goals
+  among them since 2026-11-30: runs recorded before are in benchmarks/results/npmp_clips_60k.json);
 - ``npmp beta=1``: primitives distilled from the same data with beta = 1 (data/primitives/npmp-beta1; another path
   with ``--strong``), whose decoder keeps the humanoid up longest under latents no clip produced
   (benchmarks/npmp_prior_samples.py).
@@ -44,6 +45,8 @@ benchmarks/results/npmp.json holds every NPMP number.
     python benchmarks/npmp.py --env humanoid-progress --steps 150000 --seeds 0 1 --conditions npmp_innovation_kl_beta_0.1 --workdir runs/npmp_shaped --output benchmarks/results/npmp_progress_150k.json
     # ten times the budget (about 15 min per run):
     python benchmarks/npmp.py --steps 150000 --conditions scratch npmp_beta_0.1 --workdir runs/npmp_benchmark_150k --output benchmarks/results/npmp_150k.json
+    # the clip high level with its defaults (hindsight goals), each last policy then greedy on 40 fresh episodes:
+    python benchmarks/npmp.py --steps 60000 --seeds 0 1 2 3 4 5 --workers 1 --conditions npmp_clips --greedy-episodes 40 --workdir runs/npmp_benchmark_clips_hindsight --output benchmarks/results/npmp_clips_hindsight_60k.json
     # 10 N for the clip high level's N = 60 000 (about an hour a seed; runs over CHECKPOINT_EVERY steps checkpoint
     # as they go, and a rerun of the same command continues a stopped run and skips finished ones):
     python benchmarks/npmp.py --steps 600000 --seeds 0 1 2 --workers 1 --conditions scratch --workdir runs/npmp_benchmark_600k --output benchmarks/results/npmp_600k.json

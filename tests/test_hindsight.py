@@ -1,4 +1,4 @@
-"""Hindsight goals for the clip high level (agents/hindsight.py; docs/npmp.md, "A high level that learns"): the
+"""Hindsight goals for the clip high level (agents/hindsight.py; docs/npmp.md, "A high level that learns, in part"): the
 task's features recomputed for a moved target, the relabelled copies of an episode, and the loop writing them into
 replay."""
 import numpy as np
