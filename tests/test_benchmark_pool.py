@@ -60,3 +60,17 @@ def test_sigterm_to_the_parent_stops_the_workers_and_says_how_to_go_on(tmp_path)
     for pid in pids:   # belt and braces: never leave a sleeping worker behind a failed test
         if alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_long_benchmark_run_that_was_stopped_continues_from_its_checkpoint(tmp_path):
+    """``train_and_read(..., checkpoint_every=)``: a run with a checkpoint in its directory continues from it (as a
+    rerun of a benchmark does after the run was stopped) and says so."""
+    from benchmarks.runs import train_and_read
+
+    settings = {"hidden": "16,16", "learning_starts": "50", "batch_size": "16"}
+    run = dict(action_repeat=8, checkpoint_every=1000)   # one 1 000-step episode per 1 000 steps
+    first = train_and_read("cartpole-swingup", "svg0", 0, 1000, settings, tmp_path / "run", **run)
+    assert "resumed_from" not in first and [s for s, _ in first["curve"]] == [1000]
+    again = train_and_read("cartpole-swingup", "svg0", 0, 2000, settings, tmp_path / "run", **run)
+    assert again["resumed_from"] == "step-000001000"
+    assert [s for s, _ in again["curve"]] == [1000, 2000]   # the first episode kept, the second run on from it
