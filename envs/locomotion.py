@@ -289,7 +289,7 @@ class _Targets(Objective):
         return task.walker.transform_vec_to_egocentric_frame(physics, positions - task.root_position(physics))
 
     def on_target(self, task, physics, index: int) -> bool:
-        return bool(np.linalg.norm(self.positions(physics)[index, :2] - task.root_position(physics)[:2]) < TOLERANCE)
+        return bool(steps_on_target(task.root_position(physics), self.positions(physics)[index])[0])
 
     def show(self, physics, visible):
         physics.bind(self.sites).rgba[:, 3] = float(visible)

@@ -277,8 +277,8 @@ class ClipChoiceActionEnv(gym.Wrapper):
     entry's distance, ``ClipGraph.entry``), ``control_steps`` (control steps run: the training loop counts
     these as environment steps) and, where the environment reports ``root_pose`` (envs/locomotion.py),
     ``start_pose`` (the pose the segment started from) and ``root_path`` (the root's xyz after each of its control
-    steps; hindsight relabelling, agents/hindsight.py); on an episode's last step ``info["episode_metrics"]`` gains ``clips/segments``
-    and ``clips/mean_match``. ``observer``, when set, is called with (the unwrapped environment, steps so far)
+    steps; hindsight relabelling, agents/hindsight.py); on an episode's last step ``info["episode_metrics"]``
+    gains ``clips/segments`` and ``clips/mean_match``. ``observer``, when set, is called with (the unwrapped environment, steps so far)
     after every control step (to draw an episode at the control rate)."""
 
     def __init__(self, env: gym.Env, model, graph, choices: list[str], start_clip: str, obs_groups: dict[str, int],
