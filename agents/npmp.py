@@ -136,8 +136,10 @@ class NPMPClipsConfig(DQNConfig):
     start_frames: int = 20       # frames of the first clip before the first choice
     blend: int = 7               # frames over which each join fades in (ReferenceChain); the teacher's chains
                                  # (pipelines.npmp chain --blend) must have been blended the same way
-    high_level_obs: str = "task,clip"   # the observation groups the high level sees; "": all of them (the body
-                                        # too: learned alike on one seed, docs/npmp.md)
+    high_level_obs: str = "task,clip,plan"   # the observation groups the high level sees: the target, its last
+                                             # choice and where the clips already chosen end (a choice acts only
+                                             # after them: docs/npmp.md, "A high level that sees its plan");
+                                             # "": all of them, the body too
     epsilon_decay_steps: int = 300      # decisions (about a second each), not control steps
     hindsight_goals: int = 4     # relabelled copies of each finished episode, the target moved to where the walker
                                  # went (agents/hindsight.py; needs the task features in high_level_obs); 0: none

@@ -6,8 +6,8 @@ reached when the walker stays within 1 m of it for 10 steps, after which it move
 with every episode started on the first frame of the first clip of ``--clips`` and the walker driven by
 ``priors.reuse.ClipChoiceActionEnv``: each high-level action chooses which of ``--clips`` (walks and real walking
 turns the primitives were taught) the primitives imitate next, entered where it best matches the chain so far
-(``priors.npmp.reference.ClipGraph``). Scripted controllers, no learning, to show what the primitives allow through
-this interface:
+(``priors.npmp.reference.ClipGraph``). Scripted controllers, to show what the primitives allow through this
+interface (and a learned one, to compare with them on the same episodes):
 - ``walk``: always the first clip (a walk): targets reached by walking into them, the chance level;
 - ``random``: a uniformly random clip at every choice (drawn from the episode's seed): the chance level of a high
   level that has learned nothing, where the first clip is a turn (an untrained DQN's, epsilon = 1);
@@ -16,8 +16,15 @@ this interface:
   simulation);
 - ``planned``: each clip tried with the simulator itself from the captured episode (the segment it gives, then
   ``--depth`` - 1 more segments of the clip ``nearest`` would choose), and the one that does not fall, earns the
-  most reward (steps on a target) and ends nearest the target is followed.
-Reported per primitives, controller and episode (seeds 0..N-1, the same targets and start for every controller):
+  most reward (steps on a target) and ends nearest the target is followed;
+- ``toward`` / ``away``: the clip whose laid path turns the walker furthest toward (away from) the side the target
+  is on: with one left and one right turn, "turn to the target's side" and its opposite, the simple rules a learned
+  choice might have found instead of ``nearest``'s;
+- ``learned`` (with ``--learned RUN``): the last policy of a run of ``--agent npmp-clips`` (train.py), greedy; the
+  run's clips, start, blend and primitives must be this command's, so that it and the scripted controllers play the
+  same episodes (benchmarks/npmp.py ``--greedy-episodes`` plays ``--first-seed 50000`` onwards).
+Reported per primitives, controller and episode (seeds ``--first-seed`` onwards, the same targets and start for
+every controller):
 targets reached, steps (of 834), whether it fell, the step the first target was reached, the segments and how often
 each clip was chosen, the mean entry match, how far the walker turned (degrees, counter-clockwise positive), and
 the first target's distance (m) and bearing (degrees) at the start, and the chain followed (each segment's clip,
@@ -56,7 +63,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.npmp_steer_humanoid import measure_episodes, target_bearing  # noqa: E402
 from benchmarks.runs import fail, resumed_results, write_json  # noqa: E402
 
-CONTROLLERS = ("walk", "random", "nearest", "planned")
+CONTROLLERS = ("walk", "random", "nearest", "planned", "toward", "away", "learned")
 
 
 class NoisyCommands(gym.ActionWrapper):
@@ -170,6 +177,58 @@ def nearest_choice(env) -> int:
     return best[1]
 
 
+def side_choice(env, toward: bool) -> int:
+    """``toward`` / ``away`` (module docstring): the choice whose laid segment turns the walker's heading furthest
+    to the target's side (``toward``) or to the other side."""
+    pose, target = walker_pose(env), target_position(env)
+    side = np.sign(np.angle(complex(*(target - pose[:2])) / np.exp(1j * pose[2]))) or 1.0
+    turns = []
+    for clip in env.choices:
+        chain = env.chain.copy()
+        start = min(env._t, len(chain) - 1)
+        chain.append(clip, env.segment_frames.get(clip))
+        heading = chain.root_poses()[:, 2]
+        turns.append(side * float(np.angle(np.exp(1j * (heading[-1] - heading[start])))))
+    return int(np.argmax(turns) if toward else np.argmin(turns))
+
+
+class LearnedChoice:
+    """``learned`` (module docstring): a run's last policy, greedy, on the groups of the observation it saw."""
+
+    def __init__(self, run_dir: Path, env, clips: list[str], primitives: Path, start_frames: int, blend: int):
+        """``clips``: this command's ``--clips`` (CLIP[:FRAMES]), which must be the run's."""
+        from agents.loop import load_run_config, load_trained_agent
+        from agents.observations import ObsLayout
+
+        run, config = load_run_config(run_dir)
+        if run.agent != "npmp-clips":
+            raise ValueError(f"{run_dir} is a run of --agent {run.agent}, not npmp-clips")
+        theirs = (config.clips.split(","), Path(config.primitives).resolve(), config.start_frames, config.blend)
+        ours = (clips, primitives.resolve(), start_frames, blend)
+        if theirs != ours:
+            raise ValueError(f"{run_dir} chose among {','.join(theirs[0])} on {theirs[1]}, start {theirs[2]}, blend "
+                             f"{theirs[3]}: pass --clips, --primitives, --start-frames and --blend alike")
+        groups = [g for g in config.high_level_obs.split(",") if g] or list(env.observation_space.spaces)
+        space = gym.spaces.Dict({g: env.observation_space[g] for g in groups})
+        _, _, self.agent, self.env_steps = load_trained_agent(run_dir, space, env.action_space)
+        self.layout, self.groups = ObsLayout(space), groups
+
+    def __call__(self, obs: dict) -> int:
+        action, _ = self.agent.act(self.layout.flatten({g: obs[g] for g in self.groups}), deterministic=True)
+        return int(np.asarray(action).reshape(-1)[0])
+
+
+def learned_checkpoint(run_dir: Path | None) -> str:
+    """``run_dir``'s newest checkpoint (its path names the run and the step): results of a run trained on are kept
+    apart from those of its earlier policy; fails with one line where there is none."""
+    from agents import checkpoint
+
+    try:
+        return str(checkpoint.latest(Path(run_dir) / "checkpoints"))
+    except checkpoint.CheckpointError as e:
+        fail(f"--learned {run_dir}: {str(e).splitlines()[0]}")
+
+
 def planned_choice(env, depth: int) -> int:
     """``planned`` (module docstring)."""
     captured, scores, observer = env.get_state(), [], env.observer
@@ -191,7 +250,7 @@ def planned_choice(env, depth: int) -> int:
     return max(range(len(scores)), key=scores.__getitem__)
 
 
-def episode(env, controller: str, seed: int, depth: int, observe=None) -> dict:
+def episode(env, controller: str, seed: int, depth: int, observe=None, learned: LearnedChoice | None = None) -> dict:
     obs, _ = env.reset(seed=seed)
     start = (round(float(np.hypot(*obs["task"][:2])), 2), round(target_bearing(obs["task"]), 1))
     chosen, first, turned, last_yaw, steps = Counter(), None, 0.0, walker_pose(env)[2], 0
@@ -201,7 +260,9 @@ def episode(env, controller: str, seed: int, depth: int, observe=None) -> dict:
         observe(env.unwrapped, 0)
     while True:
         choice = (0 if controller == "walk" else int(draws.integers(len(env.choices))) if controller == "random"
-                  else nearest_choice(env) if controller == "nearest" else planned_choice(env, depth))
+                  else nearest_choice(env) if controller == "nearest"
+                  else side_choice(env, controller == "toward") if controller in ("toward", "away")
+                  else learned(obs) if controller == "learned" else planned_choice(env, depth))
         chosen[env.choices[choice]] += 1
         before = env.unwrapped.task.objective.targets_reached
         obs, _, terminated, truncated, info = env.step(choice)
@@ -227,13 +288,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="the clips to choose from (the first, a walk, starts every episode); with :FRAMES, a choice "
                         "follows that clip for at most FRAMES frames (a looped walk a stride at a time)")
     p.add_argument("--primitives", type=Path, nargs="*", default=[])
-    p.add_argument("--controllers", nargs="+", choices=CONTROLLERS, default=list(CONTROLLERS))
+    p.add_argument("--controllers", nargs="+", choices=CONTROLLERS, default=list(CONTROLLERS[:4]))
     p.add_argument("--depth", type=int, default=2, help="planned: segments simulated per choice")
     p.add_argument("--start-frames", type=int, default=30, help="frames of the first clip before the first choice")
     p.add_argument("--blend", type=int, default=0, help="frames over which each join fades in (ReferenceChain)")
     p.add_argument("--lead", type=int, help="frames of the chain left when the next choice is made (default: the "
                                             "primitives' look-ahead + 3); must exceed --blend")
     p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--first-seed", type=int, default=0, help="episodes are seeded from this one on")
+    p.add_argument("--learned", type=Path, metavar="RUN",
+                   help="a run directory of --agent npmp-clips: its last policy is the controller 'learned'")
     p.add_argument("--action-noise", type=float, default=0.0, metavar="SIGMA",
                    help="executes clip(command + N(0, SIGMA^2), -1, 1), seeded per episode (module docstring)")
     p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_clips_humanoid.json")
@@ -247,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import envs
     from envs import EnvError
+    from agents.checkpoint import CheckpointError
     from agents.config import ConfigError
     from agents.npmp import clip_graph, parse_clip_choices
     from priors.npmp import ModuleFileError, load_primitives
@@ -257,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         fail("need --episodes >= 1, --depth >= 1, --start-frames >= 3, --blend >= 0 and --action-noise >= 0")
     if args.reach < 0 or not 1 <= args.reach_depth <= 6 or not (args.reach or args.primitives):
         fail("need --primitives, --reach RESETS or both, --reach >= 0 and --reach-depth in [1, 6]")
+    if args.first_seed < 0 or ("learned" in args.controllers) != (args.learned is not None):
+        fail("need --first-seed >= 0, and --learned RUN exactly when --controllers includes learned")
     try:
         clips, segment_frames = parse_clip_choices(args.clips)
         graph, where = clip_graph(clips, [str(m) for m in args.mocap])
@@ -282,8 +349,12 @@ def main(argv: list[str] | None = None) -> int:
         rows = results.setdefault("primitives", {}).setdefault(str(path), {})
         variant = ((f", blend {args.blend}" if args.blend else "") + (f", lead {args.lead}" if args.lead else "")
                    + (f", noise {args.action_noise:g}" if args.action_noise else ""))
-        keys = {c: (c if c != "planned" else f"planned, depth {args.depth}") + variant for c in args.controllers}
-        todo = [(c, e) for c in args.controllers for e in range(args.episodes)
+        names = {"planned": f"planned, depth {args.depth}"}
+        if args.learned is not None:
+            names["learned"] = f"learned {learned_checkpoint(args.learned)}"
+        keys = {c: names.get(c, c) + variant for c in args.controllers}
+        seeds = range(args.first_seed, args.first_seed + args.episodes)
+        todo = [(c, e) for c in args.controllers for e in seeds
                 if args.frames or str(e) not in rows.get(keys[c], {})]
         if not todo:
             continue
@@ -295,8 +366,13 @@ def main(argv: list[str] | None = None) -> int:
                                       lead=args.lead, segment_frames=segment_frames, blend=args.blend)
         except (EnvError, ModuleFileError, ValueError) as e:
             fail(f"{path}: {str(e).splitlines()[0]}")
+        try:
+            learned = None if args.learned is None else LearnedChoice(args.learned, env, args.clips, path,
+                                                                      args.start_frames, args.blend)
+        except (CheckpointError, ValueError) as e:   # ConfigError is a ValueError
+            fail(f"--learned {args.learned}: {str(e).splitlines()[0]}")
         measure_episodes(env, lambda controller, seed, strip: episode(env, controller, seed, args.depth,
-                                                                      observe=strip),
+                                                                      observe=strip, learned=learned),
                          path, todo, keys, rows, results, args.results, args.frames)
     return 0
 

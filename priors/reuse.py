@@ -254,6 +254,20 @@ class YawRateActionEnv(gym.Wrapper):
 
 
 CLIP_OBS = "clip"   # the observation group of the clip being followed (ClipChoiceActionEnv)
+PLAN_OBS = "plan"   # ... and of where the clips already chosen will take the walker (ClipChoiceActionEnv)
+
+
+def plan_features(root_poses: np.ndarray, t: int) -> np.ndarray:
+    """Where a chain's end lies from its frame ``t`` (``ReferenceChain.root_poses``: x, y, heading): the end's
+    position (m) ahead of and to the left of the walking direction at ``t`` (the CMU humanoid walks along its
+    heading frame's -y), and the sine and cosine of the turn between them (counter-clockwise, to the left, positive).
+    Laid from the walker's pose (as the primitives follow it), this is where the chain already chosen leaves the
+    walker."""
+    from priors.npmp.reference import move_poses
+
+    t = min(int(t), len(root_poses) - 1)
+    x, y, turn = move_poses(np.asarray(root_poses[-1:], np.float64), root_poses[t], np.zeros(3))[0]
+    return np.array([-y, x, np.sin(turn), np.cos(turn)], np.float32)
 
 
 class ClipChoiceActionEnv(gym.Wrapper):
@@ -270,10 +284,13 @@ class ClipChoiceActionEnv(gym.Wrapper):
     many frames (``ReferenceChain``).
 
     Every episode starts on the first frame of ``start_clip`` (``envs.locomotion`` ``start_snippet``): the chain
-    begins with its first ``start_frames`` frames. The observation gains the group ``clip``: the one-hot of the last
-    choice (zeros before the first); ``high_level_groups``, when given, keeps only those groups of it (what the high
-    level sees, e.g. ``("task", "clip")``: where the target is and what it chose last; the primitives still read
-    the whole body). ``info``: ``clip``, ``entry`` (the frame it was entered at), ``match`` (the
+    begins with its first ``start_frames`` frames. The observation gains the groups ``clip``: the one-hot of the last
+    choice (zeros before the first), and ``plan``: where the frames already chosen end, from where the walker is now
+    (``plan_features``). A choice takes effect only after them: ``lead`` frames (about 2 s for primitives that read
+    60 frames ahead, two choices' worth), so without ``plan`` the high level cannot tell what it has already set in
+    motion. ``high_level_groups``, when given, keeps only those groups of it (what the high level sees, e.g.
+    ``("task", "clip", "plan")``: where the target is, what it chose last and where that leaves the walker; the
+    primitives still read the whole body). ``info``: ``clip``, ``entry`` (the frame it was entered at), ``match`` (the
     entry's distance, ``ClipGraph.entry``), ``control_steps`` (control steps run: the training loop counts
     these as environment steps) and, where the environment reports ``root_pose`` (envs/locomotion.py),
     ``start_pose`` (the pose the segment started from) and ``root_path`` (the root's xyz after each of its control
@@ -291,8 +308,9 @@ class ClipChoiceActionEnv(gym.Wrapper):
         if not choices or unknown:
             raise ValueError(f"choices must be clips of the graph ({', '.join(graph.references)}); got "
                              f"{', '.join(choices) or 'none'}")
-        if CLIP_OBS in spaces:
-            raise ValueError(f"the environment already has an observation group {CLIP_OBS!r}")
+        taken = [g for g in (CLIP_OBS, PLAN_OBS) if g in spaces]
+        if taken:
+            raise ValueError(f"the environment already has an observation group {taken[0]!r}")
         # the furthest frame the encoder reads must be one the high level has chosen already
         reach = max(model.config.read_offsets)
         self.lead = reach + 3 if lead is None else int(lead)
@@ -309,7 +327,8 @@ class ClipChoiceActionEnv(gym.Wrapper):
         if any(n <= self.lead for n in self.segment_frames.values()):
             raise ValueError(f"segment_frames must each exceed lead ({self.lead}), got {self.segment_frames}")
         self.device = next(model.parameters()).device
-        seen = {**spaces, CLIP_OBS: gym.spaces.Box(0.0, 1.0, (len(choices),), np.float32)}
+        seen = {**spaces, CLIP_OBS: gym.spaces.Box(0.0, 1.0, (len(choices),), np.float32),
+                PLAN_OBS: gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)}
         self.high_level_groups = list(seen) if high_level_groups is None else list(high_level_groups)
         unknown = [g for g in self.high_level_groups if g not in seen]
         if unknown or not self.high_level_groups:
@@ -326,6 +345,8 @@ class ClipChoiceActionEnv(gym.Wrapper):
         if self._choice is not None:
             onehot[self._choice] = 1.0
         seen = {**obs, CLIP_OBS: onehot}
+        if PLAN_OBS in self.high_level_groups:
+            seen[PLAN_OBS] = plan_features(self.chain.root_poses(), self._t)
         return {g: seen[g] for g in self.high_level_groups}
 
     def reset(self, **kwargs):

@@ -255,6 +255,34 @@ def test_the_high_level_may_see_only_the_target_and_its_last_choice(clips):
         make(("target",))
 
 
+def test_the_high_level_sees_where_the_clips_it_chose_will_take_the_walker(clips):
+    """``plan``: where the chain already chosen ends, in the heading frame of the walker's current frame. A choice
+    takes effect only ``lead`` frames later, so this is what tells two choices made from the same place apart."""
+    import envs
+    from priors.npmp import load_primitives
+    from priors.reuse import PLAN_OBS, ClipChoiceActionEnv, plan_features
+
+    model, _ = load_primitives(clips["primitives"])
+    env = ClipChoiceActionEnv(envs.make("humanoid", seed=0, start_snippet=WALK, ref_path=str(clips["walks"])),
+                              model, clips["graph"], [WALK, LEFT, RIGHT], WALK, clips["obs_groups"],
+                              start_frames=30, segment_frames={WALK: 20}, high_level_groups=("task", PLAN_OBS))
+    obs, _ = env.reset(seed=0)
+    ahead, left, sin, cos = obs[PLAN_OBS]
+    assert 0.5 < ahead < 2.0 and abs(left) < 0.2 and abs(sin) < 0.2 and cos > 0.95   # 1 s of a straight walk ahead
+    captured, ends = env.get_state(), {}
+    for choice, clip in ((1, LEFT), (2, RIGHT)):
+        env.set_state(captured)
+        obs, *_ = env.step(choice)
+        np.testing.assert_allclose(obs[PLAN_OBS], plan_features(env.chain.root_poses(), env._t), atol=1e-6)
+        poses = env.chain.root_poses()   # the same by complex numbers: the end seen from the walker's frame
+        here = poses[min(env._t, len(poses) - 1)]
+        offset = complex(*(poses[-1, :2] - here[:2])) * np.exp(-1j * here[2])
+        np.testing.assert_allclose(obs[PLAN_OBS][:2], [-offset.imag, offset.real], atol=1e-5)   # it walks along -y
+        ends[clip] = obs[PLAN_OBS]
+    # the left turn's chain ends turned (and lying) to the left of the right turn's
+    assert ends[LEFT][2] > 0.3 > -0.3 > ends[RIGHT][2] and ends[LEFT][1] > ends[RIGHT][1]
+
+
 def test_the_benchmark_on_humanoid_keeps_its_episodes_and_refuses_bad_input(clips, capsys):
     from benchmarks.npmp_clips_humanoid import main
 
@@ -331,7 +359,7 @@ def test_a_dqn_high_level_chooses_clips_through_train_py(clips, capsys):
     code = train.main(["--env", "humanoid", "--agent", "npmp-clips", "--steps", "300", "--logdir", str(run_dir),
                        "--set", f"primitives={clips['primitives']}", "--set", f"clips={WALK}:20,{LEFT},{RIGHT}",
                        "--set", f"clip_mocap={clips['walks']},{TURNS}", "--set", "blend=3", "--set", "learning_starts=4",
-                       "--set", "batch_size=4", "--set", "high_level_obs=task,clip", "--eval-every", "1000",
+                       "--set", "batch_size=4", "--set", "high_level_obs=task,clip,plan", "--eval-every", "1000",
                        "--eval-episodes", "1", "--video-every", "300"])
     assert code == 0, capsys.readouterr().err
     logged = scalars(run_dir)
@@ -358,6 +386,42 @@ def test_a_dqn_high_level_chooses_clips_through_train_py(clips, capsys):
     assert err.startswith("error:") and "observation groups must be among" in err
 
 
+def test_the_benchmark_plays_a_learned_high_level_on_the_scripted_controllers_episodes(clips, capsys):
+    """``--learned RUN``: the run's last policy, greedy, on the same seeded episodes as the scripted controllers
+    (``--first-seed``), as long as the run chose among the same clips from the same start on the same primitives."""
+    import train
+    from benchmarks.npmp_clips_humanoid import main
+
+    run_dir = clips["root"] / "learned"
+    assert train.main(["--env", "humanoid", "--agent", "npmp-clips", "--steps", "200", "--logdir", str(run_dir),
+                       "--set", f"primitives={clips['primitives']}", "--set", f"clips={WALK}:20,{LEFT},{RIGHT}",
+                       "--set", f"clip_mocap={clips['walks']},{TURNS}", "--set", "blend=3",
+                       "--set", "learning_starts=4", "--set", "batch_size=4", "--eval-every", "1000",
+                       "--eval-episodes", "1", "--video-every", "0"]) == 0, capsys.readouterr().err
+    results = clips["root"] / "learned.json"
+    common = ["--mocap", str(clips["walks"]), str(TURNS), "--clips", f"{WALK}:20", LEFT, RIGHT, "--primitives",
+              str(clips["primitives"]), "--start-frames", "20", "--blend", "3", "--episodes", "2", "--first-seed",
+              "7", "--results", str(results)]
+    assert main([*common, "--controllers", "learned", "toward", "away", "--learned", str(run_dir)]) == 0
+    rows = json.loads(results.read_text())["primitives"][str(clips["primitives"])]
+    (learned,) = [key for key in rows if key.startswith("learned ")]
+    assert str(run_dir / "checkpoints") in learned   # kept per checkpoint: a later policy is measured again
+    assert sorted(rows) == sorted([learned, "toward, blend 3", "away, blend 3"])
+    for row in rows.values():
+        assert sorted(row) == ["7", "8"] and all(e["steps"] > 0 and e["segments"] >= 1 for e in row.values())
+    # the rules turn opposite ways from the same first place (episode 7's first choice)
+    first = {key: rows[key]["7"]["chain"][1][0] for key in ("toward, blend 3", "away, blend 3")}
+    assert first["toward, blend 3"] != first["away, blend 3"]
+    capsys.readouterr()
+    for bad, message in ((["--controllers", "learned"], "--learned RUN exactly when"),
+                         (["--controllers", "walk", "--learned", str(run_dir)], "--learned RUN exactly when"),
+                         (["--controllers", "learned", "--learned", str(clips["root"] / "none")], "no checkpoint"),
+                         (["--controllers", "learned", "--learned", str(run_dir), "--blend", "0"], "pass --clips")):
+        with pytest.raises(SystemExit) as exit_:
+            main([*common, *bad])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_the_shipped_clip_primitives_drive_the_default_high_level_on_a_fresh_clone(tmp_path, capsys):
     """``--agent npmp-clips`` with no --set: the shipped clip primitives (taught the 16_27 turns and their chains,
     reading the chain 60 frames ahead), the turns from the shipped mocap, and a high level that sees the target and
@@ -371,7 +435,7 @@ def test_the_shipped_clip_primitives_drive_the_default_high_level_on_a_fresh_clo
     assert meta["weights_dtype"] == "float16" and max(model.config.far_offsets) == 60
     assert {LEFT, RIGHT, "pairE", "pairJ"} <= set(meta["clips"])   # the turns and chains of them
     config = NPMPClipsConfig()
-    assert config.high_level_obs == "task,clip" and config.clips == f"{LEFT},{RIGHT}" and config.blend == 7
+    assert config.high_level_obs == "task,clip,plan" and config.clips == f"{LEFT},{RIGHT}" and config.blend == 7
     run_dir = tmp_path / "run"
     assert train.main(["--env", "humanoid", "--agent", "npmp-clips", "--steps", "400", "--logdir", str(run_dir),
                        "--set", "learning_starts=2", "--eval-every", "1000", "--eval-episodes", "1",
