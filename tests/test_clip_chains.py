@@ -424,8 +424,8 @@ def test_the_benchmark_plays_a_learned_high_level_on_the_scripted_controllers_ep
 
 def test_the_shipped_clip_primitives_drive_the_default_high_level_on_a_fresh_clone(tmp_path, capsys):
     """``--agent npmp-clips`` with no --set: the shipped clip primitives (taught the 16_27 turns and their chains,
-    reading the chain 60 frames ahead), the turns from the shipped mocap, and a high level that sees the target and
-    its last choice; the run counts control steps and logs the targets reached."""
+    reading the chain 60 frames ahead), the turns from the shipped mocap, and a high level that sees the target, its
+    last choice and where the clips it chose end; the run counts control steps and logs the targets reached."""
     import train
     from agents.npmp import CLIP_PRIMITIVES, NPMPClipsConfig
     from priors.npmp import load_primitives
