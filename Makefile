@@ -23,7 +23,7 @@ $(BENCH_STAMP): $(STAMP)
 	touch $@
 
 run: $(STAMP)
-	$(BIN)/python train.py --env humanoid --agent npmp-clips --steps 60000 --video-every 20000
+	$(BIN)/python train.py --env humanoid --agent npmp-clips --steps 60000 --video-every 20000 --eval-episodes 20
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
