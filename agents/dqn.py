@@ -77,7 +77,7 @@ from agents.posterior_head import RayShardedPosterior, ShardedLinearPosterior, s
 from inference.layers import (Ensemble, NoisyLinear, bootstrap_mask, fixed_bootstrap_mask, masked_ensemble_loss,
                               reset_noise, ucb_action)
 
-__all__ = ["DQNConfig", "DQNAgent", "noisy_mlp"]
+__all__ = ["DQNConfig", "DQNAgent", "Exploration", "noisy_mlp"]
 
 Exploration = Literal["epsilon", "noisy", "bootstrap", "ucb", "thompson"]
 

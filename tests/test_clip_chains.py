@@ -435,7 +435,8 @@ def test_the_shipped_clip_primitives_drive_the_default_high_level_on_a_fresh_clo
     assert meta["weights_dtype"] == "float16" and max(model.config.far_offsets) == 60
     assert {LEFT, RIGHT, "pairE", "pairJ"} <= set(meta["clips"])   # the turns and chains of them
     config = NPMPClipsConfig()
-    assert config.high_level_obs == "task,clip,plan" and config.clips == f"{LEFT},{RIGHT}" and config.blend == 7
+    assert config.high_level_obs == "task,clip,plan" and config.exploration == "bootstrap"
+    assert config.clips == f"{LEFT},{RIGHT}" and config.blend == 7
     run_dir = tmp_path / "run"
     assert train.main(["--env", "humanoid", "--agent", "npmp-clips", "--steps", "400", "--logdir", str(run_dir),
                        "--set", "learning_starts=2", "--eval-every", "1000", "--eval-episodes", "1",
