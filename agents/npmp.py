@@ -172,7 +172,9 @@ class NPMPClipsAgent(DQNAgent):
     """A high level that chooses which clip the frozen primitives imitate next (a departure from seed 000 §8.4,
     whose high level outputs z; docs/npmp.md, "A high level that chooses clips"): DQN (agents/dqn.py) over the
     choices of ``clips``, acting through ``priors.reuse.ClipChoiceActionEnv``; every episode starts on the first
-    clip's first frame. One action lasts until the chosen clip's frames are nearly used up (about a second)."""
+    clip's first frame. One action lasts until the chosen clip's frames are nearly used up (about a second). By
+    default it sees the target, its last choice and where the clips already chosen end (``plan``), explores with
+    bootstrapped heads and learns from hindsight goals too (``NPMPClipsConfig``)."""
 
     Config = NPMPClipsConfig
     # counted in decisions (about a second each); what the measured runs used (docs/npmp.md, "A high level that
