@@ -164,31 +164,31 @@ def reach(env, graph, clips: list[str], segment_frames: dict, start_frames: int,
             "median_step_reached": float(np.median(found)) if len(found) else None}
 
 
+def continued_chains(env) -> list:
+    """For each of ``env``'s choices, its chain continued with that clip (the chain itself is left as it is)."""
+    chains = []
+    for clip in env.choices:
+        chain = env.chain.copy()
+        chain.append(clip, env.segment_frames.get(clip))
+        chains.append(chain)
+    return chains
+
+
 def nearest_choice(env) -> int:
     """``nearest`` (module docstring): the choice whose laid path leaves the walker nearest the target
     (``path_cost``)."""
-    target, best = target_position(env), (np.inf, 0)
-    for choice, clip in enumerate(env.choices):
-        chain = env.chain.copy()
-        start = len(chain)
-        chain.append(clip, env.segment_frames.get(clip))
-        path = predicted_path(env, chain)
-        best = min(best, (path_cost(path[max(0, start - env._t):], target), choice))
-    return best[1]
+    target, start = target_position(env), len(env.chain)
+    costs = [path_cost(predicted_path(env, chain)[max(0, start - env._t):], target) for chain in continued_chains(env)]
+    return int(np.argmin(costs))
 
 
-def side_choice(env, toward: bool) -> int:
+def side_choice(env, bearing: float, toward: bool) -> int:
     """``toward`` / ``away`` (module docstring): the choice whose laid segment turns the walker's heading furthest
-    to the target's side (``toward``) or to the other side."""
-    pose, target = walker_pose(env), target_position(env)
-    side = np.sign(np.angle(complex(*(target - pose[:2])) / np.exp(1j * pose[2]))) or 1.0
-    turns = []
-    for clip in env.choices:
-        chain = env.chain.copy()
-        start = min(env._t, len(chain) - 1)
-        chain.append(clip, env.segment_frames.get(clip))
-        heading = chain.root_poses()[:, 2]
-        turns.append(side * float(np.angle(np.exp(1j * (heading[-1] - heading[start])))))
+    to the side of the target's ``bearing`` (degrees from the walking direction, counter-clockwise positive:
+    ``target_bearing``) or to the other side."""
+    side, start = np.sign(bearing) or 1.0, min(env._t, len(env.chain) - 1)
+    turns = [side * float(np.angle(np.exp(1j * (chain.root_poses()[-1, 2] - chain.root_poses()[start, 2]))))
+             for chain in continued_chains(env)]
     return int(np.argmax(turns) if toward else np.argmin(turns))
 
 
@@ -210,7 +210,7 @@ class LearnedChoice:
                              f"{theirs[3]}: pass --clips, --primitives, --start-frames and --blend alike")
         groups = [g for g in config.high_level_obs.split(",") if g] or list(env.observation_space.spaces)
         space = gym.spaces.Dict({g: env.observation_space[g] for g in groups})
-        _, _, self.agent, self.env_steps = load_trained_agent(run_dir, space, env.action_space)
+        _, _, self.agent, _ = load_trained_agent(run_dir, space, env.action_space)
         self.layout, self.groups = ObsLayout(space), groups
 
     def __call__(self, obs: dict) -> int:
@@ -261,7 +261,8 @@ def episode(env, controller: str, seed: int, depth: int, observe=None, learned: 
     while True:
         choice = (0 if controller == "walk" else int(draws.integers(len(env.choices))) if controller == "random"
                   else nearest_choice(env) if controller == "nearest"
-                  else side_choice(env, controller == "toward") if controller in ("toward", "away")
+                  else side_choice(env, target_bearing(obs["task"]), controller == "toward")
+                  if controller in ("toward", "away")
                   else learned(obs) if controller == "learned" else planned_choice(env, depth))
         chosen[env.choices[choice]] += 1
         before = env.unwrapped.task.objective.targets_reached
