@@ -26,10 +26,11 @@ run: $(STAMP)
 	$(BIN)/python train.py --env humanoid --agent npmp-clips --steps 60000 --video-every 20000 --eval-episodes 20
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	# two worker processes: the suite is mostly single-threaded tests, and this machine has 2 cores
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal -m slow
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/dmc100k.py

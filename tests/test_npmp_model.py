@@ -430,6 +430,7 @@ def test_shipped_primitives_fit_the_issues_budget():
     assert sum(f.stat().st_size for f in files) <= 50 * 10**6
 
 
+@pytest.mark.slow   # about a minute alone (make test-slow)
 def test_long_walk_benchmark_runs_the_primitives_on_a_looped_walk_and_resumes(tmp_path, capsys):
     from benchmarks import npmp_long
     from envs.mocap import convert

@@ -219,6 +219,7 @@ def test_lqr_experts_label_with_the_feedback_law_around_the_planners_run(tmp_pat
     assert "needs --experts mpc" in capsys.readouterr().err
 
 
+@pytest.mark.slow   # about 2.5 minutes alone: collect, distil, evaluate and four relabelling rounds (make test-slow)
 def test_collections_from_another_mocap_file_keep_their_reference_through_distil_and_relabel(tmp_path, capsys):
     """collect --mocap: snippets of a mocap file that is not the shipped one (a walk looped past its clip's end) are
     collected, distilled with the reference look-ahead, and relabelled from that file, which the data names; such a
