@@ -37,6 +37,13 @@ entry frame and frames, the start's first).
 on the chain's own path, laid from the start pose) over every sequence of up to ``--reach-depth`` choices; per
 reset, the first control step at which its path has kept the first target within the task's 1 m for 10 steps.
 Reported: the share of first targets so reached within 1, 2, ..., 10 s, and the median step of those reached.
+``--walked RESETS`` tells the same for the primitives themselves: what the best choices reach through them, so what
+no high level could pass. Noise-free the physics is deterministic and the walker's start differs from episode to
+episode only by where it stands and faces, so every sequence of up to ``--walked-depth`` choices is walked once, as
+a tree (each choice tried from the captured episode), until it falls, the episode ends or the depth is used up; per
+reset (seeds ``--first-seed`` onwards, the controllers' episodes) every walked path is laid onto that episode's start
+and the first step at which one keeps the first target within 1 m for 10 steps before its fall is taken. Reported
+like ``--reach``, with the sequences walked and the steps each stayed up.
 
 ``--action-noise SIGMA`` executes clip(command + N(0, SIGMA^2), -1, 1) for every low-level command (the noise drawn
 from the episode's seed): noise-free, the episodes that choose alike are one trajectory (the physics is
@@ -157,6 +164,54 @@ def reach(env, graph, clips: list[str], segment_frames: dict, start_frames: int,
         steps.append(min((s for s in reached if s is not None), default=None))
     found = np.array([s for s in steps if s is not None])
     return {"resets": resets, "depth": depth, "chains": len(paths),
+            "share_reached_within_seconds": {
+                f"{seconds:g}": round(float(np.sum(found <= seconds / CONTROL_STEP_SECONDS)) / resets, 3)
+                for seconds in REACH_SECONDS},
+            "share_never_reached": round(1.0 - len(found) / resets, 3),
+            "median_step_reached": float(np.median(found)) if len(found) else None}
+
+
+def walked_tree(env, depth: int) -> list[tuple[np.ndarray, bool, list[int]]]:
+    """Every sequence of up to ``depth`` choices walked once from ``env``'s episode as it is (``--walked``): per
+    sequence that ended (a fall, the episode's end) or used up ``depth``, (the walker's root positions [N + 1, 2], the
+    current one first, then one per control step; whether it fell; the choices)."""
+    leaves = []
+
+    def grow(path: np.ndarray, choices: list[int]) -> None:
+        captured = env.get_state()
+        for choice in range(len(env.choices)):
+            env.set_state(captured)
+            _, _, terminated, truncated, info = env.step(choice)
+            walked = np.concatenate([path, info["root_path"][:, :2]])
+            if terminated or truncated or len(choices) + 1 == depth:
+                leaves.append((walked, bool(info.get("fell", False)), [*choices, choice]))
+            else:
+                grow(walked, [*choices, choice])
+
+    if env.get_state() is None:
+        raise ValueError("the environment cannot capture its episode: no tree of choices can be walked")
+    grow(walker_pose(env)[None, :2], [])
+    return leaves
+
+
+def walked_reach(env, resets: int, first_seed: int, depth: int) -> dict:
+    """``--walked`` (module docstring): the best choices' first targets through the primitives, over ``resets``
+    episodes from ``first_seed`` on."""
+    from priors.npmp.reference import CONTROL_STEP_SECONDS, move_poses
+
+    env.reset(seed=first_seed)
+    origin, leaves = walker_pose(env), walked_tree(env, depth)
+    steps = []
+    for seed in range(first_seed, first_seed + resets):
+        env.reset(seed=seed)
+        pose, target = walker_pose(env), target_position(env)
+        laid = [move_poses(np.c_[path, np.zeros(len(path))], origin, pose)[:, :2] for path, _, _ in leaves]
+        steps.append(min((s for s in (first_reached(p, target) for p in laid) if s is not None), default=None))
+    found = np.array([s for s in steps if s is not None])
+    upright = [len(path) - 1 for path, _, _ in leaves]
+    return {"resets": resets, "first_seed": first_seed, "depth": depth, "sequences": len(leaves),
+            "sequences_that_fell": sum(fell for _, fell, _ in leaves),
+            "median_steps_walked": float(np.median(upright)), "longest_walked": int(max(upright)),
             "share_reached_within_seconds": {
                 f"{seconds:g}": round(float(np.sum(found <= seconds / CONTROL_STEP_SECONDS)) / resets, 3)
                 for seconds in REACH_SECONDS},
@@ -306,6 +361,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reach", type=int, default=0, metavar="RESETS",
                    help="also: what a perfect tracker of the clips reaches, over this many resets (module docstring)")
     p.add_argument("--reach-depth", type=int, default=4, help="--reach: the most choices in a sequence")
+    p.add_argument("--walked", type=int, default=0, metavar="RESETS",
+                   help="also: what the best choices reach through the primitives, noise-free, over this many "
+                        "episodes (module docstring)")
+    p.add_argument("--walked-depth", type=int, default=8, help="--walked: the most choices in a sequence")
     args = p.parse_args(argv)
 
     import torch
@@ -323,6 +382,9 @@ def main(argv: list[str] | None = None) -> int:
         fail("need --episodes >= 1, --depth >= 1, --start-frames >= 3, --blend >= 0 and --action-noise >= 0")
     if args.reach < 0 or not 1 <= args.reach_depth <= 6 or not (args.reach or args.primitives):
         fail("need --primitives, --reach RESETS or both, --reach >= 0 and --reach-depth in [1, 6]")
+    if args.walked < 0 or not 1 <= args.walked_depth <= 12 or (args.walked and args.action_noise):
+        fail("need --walked >= 0, --walked-depth in [1, 12], and no --action-noise with --walked (its tree is "
+             "walked once: noise-free)")
     if args.first_seed < 0 or ("learned" in args.controllers) != (args.learned is not None):
         fail("need --first-seed >= 0, and --learned RUN exactly when --controllers includes learned")
     try:
@@ -357,7 +419,13 @@ def main(argv: list[str] | None = None) -> int:
         seeds = range(args.first_seed, args.first_seed + args.episodes)
         todo = [(c, e) for c in args.controllers for e in seeds
                 if args.frames or str(e) not in rows.get(keys[c], {})]
-        if not todo:
+        walked_key = f"depth {args.walked_depth}, start {args.start_frames}{variant}"
+        walked = results.setdefault("walked", {}).setdefault(str(path), {})
+        if args.walked and walked.get(walked_key, {}).get("resets") != args.walked:
+            walked.pop(walked_key, None)
+        else:
+            walked_key = None
+        if not todo and walked_key is None:
             continue
         try:
             walker = envs.make("humanoid", seed=0, start_snippet=clips[0], ref_path=str(where[clips[0]]))
@@ -372,6 +440,13 @@ def main(argv: list[str] | None = None) -> int:
                                                                       args.start_frames, args.blend)
         except (CheckpointError, ValueError) as e:   # ConfigError is a ValueError
             fail(f"--learned {args.learned}: {str(e).splitlines()[0]}")
+        if walked_key is not None:
+            try:
+                walked[walked_key] = walked_reach(env, args.walked, args.first_seed, args.walked_depth)
+            except ValueError as e:
+                fail(f"--walked: {str(e).splitlines()[0]}")
+            write_json(args.results, results)
+            print(f"{path}: walked ({walked_key}): {walked[walked_key]}", flush=True)
         measure_episodes(env, lambda controller, seed, strip: episode(env, controller, seed, args.depth,
                                                                       observe=strip, learned=learned),
                          path, todo, keys, rows, results, args.results, args.frames)

@@ -322,6 +322,47 @@ def test_the_benchmark_on_humanoid_keeps_its_episodes_and_refuses_bad_input(clip
         assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
+def test_the_walked_bound_walks_each_sequence_once_and_lays_it_on_every_episode(clips, capsys):
+    """--walked: the tree of choices walked from one episode; a leaf's choices walked again give its path, and from
+    another episode's start the same path moved there (the bound lays one tree on every episode)."""
+    import envs
+    from benchmarks.npmp_clips_humanoid import main, walked_tree, walker_pose
+    from priors.npmp import load_primitives
+    from priors.npmp.reference import move_poses
+    from priors.reuse import ClipChoiceActionEnv
+
+    model, meta = load_primitives(clips["primitives"])
+    walker = envs.make("humanoid", seed=0, start_snippet=WALK, ref_path=str(clips["walks"]))
+    env = ClipChoiceActionEnv(walker, model, clips["graph"], [WALK, LEFT, RIGHT], WALK, meta["obs_groups"], 30,
+                              segment_frames={WALK: 20})
+    env.reset(seed=5)
+    origin, leaves = walker_pose(env), walked_tree(env, 2)
+    assert 3 <= len(leaves) <= 3 + 9 and all(1 <= len(choices) <= 2 for _, _, choices in leaves)
+    assert len({tuple(choices) for _, _, choices in leaves}) == len(leaves)
+    path, fell, choices = max(leaves, key=lambda leaf: len(leaf[0]))
+    for seed in (5, 6):
+        env.reset(seed=seed)
+        pose, again = walker_pose(env), [walker_pose(env)[:2]]
+        for choice in choices:
+            *_, info = env.step(choice)
+            again.extend(info["root_path"][:, :2])
+        laid = move_poses(np.c_[path, np.zeros(len(path))], origin, pose)[:, :2]
+        np.testing.assert_allclose(np.array(again), laid, atol=1e-6 if seed == 5 else 0.02)
+    env.close()
+    results = clips["root"] / "walked.json"
+    common = ["--mocap", str(clips["walks"]), str(TURNS), "--clips", f"{WALK}:20", LEFT, RIGHT, "--primitives",
+              str(clips["primitives"]), "--episodes", "3", "--controllers", "walk", "--results", str(results)]
+    assert main([*common, "--walked", "4", "--walked-depth", "2"]) == 0
+    (bound,) = json.loads(results.read_text())["walked"][str(clips["primitives"])].values()
+    assert bound["resets"] == 4 and bound["sequences"] == len(leaves) and bound["depth"] == 2
+    shares = list(bound["share_reached_within_seconds"].values())
+    assert shares == sorted(shares) and shares[-1] <= 1.0 - bound["share_never_reached"] + 1e-9
+    for bad in (["--walked", "2", "--walked-depth", "0"], ["--walked", "2", "--action-noise", "0.1"]):
+        with pytest.raises(SystemExit) as exit_:
+            main([*common, *bad])
+        assert exit_.value.code == 2 and "--walked" in capsys.readouterr().err
+
+
 def test_the_benchmark_s_action_noise_is_clipped_and_drawn_again_for_each_seed(clips):
     import envs
     from benchmarks.npmp_clips_humanoid import NoisyCommands
