@@ -43,7 +43,7 @@ episode only by where it stands and faces, so every sequence of up to ``--walked
 a tree (each choice tried from the captured episode), until it falls, the episode ends or the depth is used up; per
 reset (seeds ``--first-seed`` onwards, the controllers' episodes) every walked path is laid onto that episode's start
 and the first step at which one keeps the first target within 1 m for 10 steps before its fall is taken. Reported
-like ``--reach``, with the sequences walked and the steps each stayed up.
+like ``--reach``, with each sequence walked: its choices, the steps it stayed up and whether it fell.
 
 ``--action-noise SIGMA`` executes clip(command + N(0, SIGMA^2), -1, 1) for every low-level command (the noise drawn
 from the episode's seed): noise-free, the episodes that choose alike are one trajectory (the physics is
@@ -216,7 +216,9 @@ def walked_reach(env, resets: int, first_seed: int, depth: int) -> dict:
                 f"{seconds:g}": round(float(np.sum(found <= seconds / CONTROL_STEP_SECONDS)) / resets, 3)
                 for seconds in REACH_SECONDS},
             "share_never_reached": round(1.0 - len(found) / resets, 3),
-            "median_step_reached": float(np.median(found)) if len(found) else None}
+            "median_step_reached": float(np.median(found)) if len(found) else None,
+            "walked": [{"choices": [env.choices[c] for c in choices], "steps": len(path) - 1, "fell": fell}
+                       for path, fell, choices in leaves]}
 
 
 def continued_chains(env) -> list:
