@@ -32,7 +32,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.runs import fail, resumed_results, write_json  # noqa: E402
+from benchmarks.runs import fail, resumed_results, save_results  # noqa: E402
 
 SIDES = ("left", "right")
 
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             if rows.get(arc, {}).get("law") == law:   # measured against this law before
                 continue
             rows[arc] = {"law": law, "steps": steps, "reference_cue": cue, **measure(model, states, labels, references)}
-            write_json(args.results, results)
+            save_results(args.results, results)
             print(f"{path}: {arc}: label mse {rows[arc]['label_mse']}, own vs mirror {rows[arc]['own_vs_mirror']}",
                   flush=True)
     return 0

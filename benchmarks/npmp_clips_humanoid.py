@@ -68,7 +68,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.npmp_steer_humanoid import measure_episodes, target_bearing  # noqa: E402
-from benchmarks.runs import fail, resumed_results, write_json  # noqa: E402
+from benchmarks.runs import fail, resumed_results, save_results  # noqa: E402
 
 CONTROLLERS = ("walk", "random", "nearest", "planned", "toward", "away", "learned")
 
@@ -404,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         except (EnvError, ValueError) as e:
             fail(f"--reach: {str(e).splitlines()[0]}")
         env.close()
-        write_json(args.results, results)
+        save_results(args.results, results)
         print(f"reach ({key}): {results['reach'][key]}", flush=True)
     for path in args.primitives:
         try:
@@ -447,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
                 walked[walked_key] = walked_reach(env, args.walked, args.first_seed, args.walked_depth)
             except ValueError as e:
                 fail(f"--walked: {str(e).splitlines()[0]}")
-            write_json(args.results, results)
+            save_results(args.results, results)
             print(f"{path}: walked ({walked_key}): {walked[walked_key]}", flush=True)
         measure_episodes(env, lambda controller, seed, strip: episode(env, controller, seed, args.depth,
                                                                       observe=strip, learned=learned),

@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.runs import Strip, fail, resumed_results, write_json  # noqa: E402
+from benchmarks.runs import Strip, fail, resumed_results, save_results  # noqa: E402
 from priors.npmp.reference import CONTROL_STEP_SECONDS  # noqa: E402,F401 (the benchmarks' step length)
 
 
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
                 if measured is not None:
                     measured["upright"] = summary
                     entry["summary"] = summarise(entry["snippets"])
-                    write_json(args.results, results)
+                    save_results(args.results, results)
             if measured is not None and not args.frames and not (args.phase and "phase_lag" not in measured):
                 continue
             strip = Strip() if args.frames else None
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             if measured is not None:   # measured before (the episode is deterministic): drawn, or its phase added
                 if phase is not None:
                     measured["phase_lag"] = lag
-                    write_json(args.results, results)
+                    save_results(args.results, results)
                 continue
             if phase is not None:
                 row["phase_lag"] = lag
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                 row["upright"] = summary
             entry["snippets"][snippet] = row
             entry["summary"] = summarise(entry["snippets"])
-            write_json(args.results, results)   # after every snippet: a stopped run keeps what it measured
+            save_results(args.results, results)   # after every snippet: a stopped run keeps what it measured
             print(f"{path}: {snippet}: {row['steps']} of {row['full_steps']} steps "
                   f"({row['steps'] * CONTROL_STEP_SECONDS:.1f} s), {row['reward_per_step']:.2f} per step; "
                   f"feed-forward {row['feed_forward_steps']} steps", flush=True)

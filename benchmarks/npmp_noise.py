@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.npmp_long import Upright  # noqa: E402
-from benchmarks.runs import fail, resumed_results, write_json  # noqa: E402
+from benchmarks.runs import fail, resumed_results, save_results  # noqa: E402
 
 NO_TRACKING_END = {"termination_threshold": 1e9}
 
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                                           "reference_turn_degrees": [e["reference_turn_degrees"] for e in episodes],
                                           **{key: [e[key] for e in episodes] for key in
                                              ("turn_by_second_degrees", "reference_turn_by_second_degrees")}}
-                    write_json(args.results, results)   # after every noise level: a stopped run keeps what it has
+                    save_results(args.results, results)   # after every noise level: a stopped run keeps what it has
                     print(f"{name}: {snippet}: noise {noise:g}: upright {steps} (median {statistics.median(steps):g})",
                           flush=True)
             finally:

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.npmp_steer_student import path_reading_primitives  # noqa: E402
-from benchmarks.runs import Strip, fail, resumed_results, write_json  # noqa: E402
+from benchmarks.runs import Strip, fail, resumed_results, save_results  # noqa: E402
 from priors.npmp.reference import CONTROL_STEP_SECONDS  # noqa: E402
 
 CONTROLLERS = ("straight", "target", "planned")
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             fail(f"{args.walk}: {str(e).splitlines()[0]}")
         results["reach"] = reach(env, args.reach, args.speed)
         env.close()
-        write_json(args.results, results)
+        save_results(args.results, results)
         print(f"reach: {results['reach']}", flush=True)
     for path in args.primitives:
         model, meta = path_reading_primitives(path)
@@ -241,7 +241,7 @@ def measure_episodes(env, run_episode, path, todo, keys, rows, results, results_
             if strip is not None:
                 strip.write(frames / f"{str(path).replace('/', '_')}__{controller}__{seed}.png")
             rows.setdefault(keys[controller], {})[str(seed)] = row
-            write_json(results_path, results)   # after every episode
+            save_results(results_path, results)   # after every episode
             print(f"{path}: {keys[controller]}, episode {seed}: {row}", flush=True)
     finally:
         env.close()

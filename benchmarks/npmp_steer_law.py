@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.npmp_long import CONTROL_STEP_SECONDS  # noqa: E402
 from benchmarks.npmp_noise import law_expert, upright_episode  # noqa: E402
-from benchmarks.runs import fail, resumed_results, write_json  # noqa: E402
+from benchmarks.runs import fail, resumed_results, save_results  # noqa: E402
 
 COMMAND = re.compile(r"hold|arc(-?\d+(\.\d+)?)|step(-?\d+(\.\d+)?)|to(\d+(\.\d+)?)at(-?\d+(\.\d+)?)")
 TARGET = re.compile(r"to(\d+(?:\.\d+)?)at(-?\d+(?:\.\d+)?)")
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                     "of": env.last_step, **{key: [e[key] for e in episodes] for key in (
                         "steps", "turn_degrees", "commanded_turn_degrees", "median_heading_error_degrees",
                         "travelled_m", "reached_at_step", "closest_to_target_m")}}
-                write_json(args.results, results)   # after every command and noise level
+                save_results(args.results, results)   # after every command and noise level
                 print(f"{snippet}: {command}, noise {noise:g}: upright {[e['steps'] for e in episodes]}, turned "
                       f"{[e['turn_degrees'] for e in episodes]} of {[e['commanded_turn_degrees'] for e in episodes]} "
                       "degrees", flush=True)

@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.npmp_long import CONTROL_STEP_SECONDS  # noqa: E402
 from benchmarks.npmp_noise import NO_TRACKING_END, upright_episode  # noqa: E402
 from benchmarks.npmp_steer_law import COMMAND, TARGET_AFTER, HeadingCommand, heading_rows  # noqa: E402
-from benchmarks.runs import Strip, fail, resumed_results, write_json  # noqa: E402
+from benchmarks.runs import Strip, fail, resumed_results, save_results  # noqa: E402
 
 SIDES = ("straight", "left", "right")
 
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                         "of": env.last_step, **shown, **{key: [e[key] for e in episodes] for key in (
                             "steps", "turn_degrees", "commanded_turn_degrees", "median_heading_error_degrees",
                             "travelled_m", "turn_by_second_degrees", "reached_at_step", "closest_to_target_m")}}
-                    write_json(args.results, results)   # after every command and noise level
+                    save_results(args.results, results)   # after every command and noise level
                     print(f"{path}: {walk}: {command}, noise {noise:g}: upright {[e['steps'] for e in episodes]}, "
                           f"turned {[e['turn_degrees'] for e in episodes]} of "
                           f"{[e['commanded_turn_degrees'] for e in episodes]} degrees", flush=True)

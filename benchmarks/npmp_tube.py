@@ -39,7 +39,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.runs import fail, resumed_results, write_json  # noqa: E402
+from benchmarks.runs import fail, resumed_results, save_results  # noqa: E402
 
 
 def tube(dataset, snippet: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -212,14 +212,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.nominals:
         gaps = results.setdefault("nominals", {}).setdefault(str(args.data), {})
         gaps.update(nominal_gaps(dataset, args.snippets, args.every))
-        write_json(args.results, results)
+        save_results(args.results, results)
         for pair, gap in gaps.items():
             print(f"{args.data}: {pair}: noise-free runs apart by {gap['state_distance'][:6]} ..., labels by "
                   f"{gap['label_difference'][:6]} ... (per {gap['every']} frames)")
     if args.laws:
         laws = results.setdefault("laws", {}).setdefault(str(args.data), {})
         laws.update({snippet: law_endings(dataset, snippet) for snippet in args.snippets})
-        write_json(args.results, results)
+        save_results(args.results, results)
         for snippet in args.snippets:
             law = laws[snippet]
             print(f"{args.data}: {snippet}: {law['to_the_end']} of {law['rollouts']} rollouts to the end "
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             except (EnvError, ConfigError, ModuleFileError, ValueError, OSError) as e:
                 fail(f"{primitives}: {snippet}: {str(e).splitlines()[0]}")
             rows.setdefault(str(primitives), {})[key] = row
-            write_json(args.results, results)
+            save_results(args.results, results)
             print(f"{primitives}: {snippet}: upright {row['upright']} of {row['frames']}, leaves the tube at "
                   f"{row['leaves_at']}; label error {row['label_error_inside']} inside, {row['label_error_outside']} "
                   f"after", flush=True)

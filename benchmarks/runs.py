@@ -129,6 +129,36 @@ def write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+def save_results(path: Path, results: dict) -> None:
+    """Write a resumable benchmark's ``results`` (``resumed_results``) to ``path`` without losing what another
+    process measuring into the same file wrote since this one read it: under a lock on the folder, whatever the file
+    holds now that ``results`` lacks is added to ``results`` (in place, so the rows a caller holds stay in it), then
+    the whole is written (``write_json``). Where both hold a value, this process's own wins."""
+    import fcntl
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        try:
+            on_file = json.loads(path.read_text()) if path.is_file() else {}
+        except json.JSONDecodeError:   # writes are atomic: only someone else's editing leaves this; ours replaces it
+            on_file = {}
+        _add_missing(results, on_file)
+        write_json(path, results)
+    finally:
+        os.close(folder)   # and with it the lock
+
+
+def _add_missing(into: dict, other: dict) -> None:
+    for key, value in other.items():
+        if key not in into:
+            into[key] = value
+        elif isinstance(into[key], dict) and isinstance(value, dict):
+            _add_missing(into[key], value)
+
+
 def run_jobs(job, jobs: list[tuple], workers: int, runs: dict, results_path: Path, header: dict) -> None:
     """``job(args) -> (key, record)`` for each of ``jobs`` (``args[0]`` is the key) not yet in ``runs``, in
     ``workers`` fresh processes; ``results_path`` is rewritten after every finished run, so a long benchmark can be
@@ -212,7 +242,8 @@ def fail(message: str) -> None:
 
 def resumed_results(path: Path, script: str, argv: list[str] | None, **fields) -> dict:
     """A resumable benchmark's results: what ``path`` already holds (``fail`` if it is not JSON), with this
-    invocation's command line (``script`` is the benchmark's file name), today's date and ``fields`` on top."""
+    invocation's command line (``script`` is the benchmark's file name), today's date and ``fields`` on top; written
+    back with ``save_results``."""
     import datetime
     import json
     import sys

@@ -74,3 +74,36 @@ def test_a_long_benchmark_run_that_was_stopped_continues_from_its_checkpoint(tmp
     again = train_and_read("cartpole-swingup", "svg0", 0, 2000, settings, tmp_path / "run", **run)
     assert again["resumed_from"] == "step-000001000"
     assert [s for s, _ in again["curve"]] == [1000, 2000]   # the first episode kept, the second run on from it
+
+
+def test_two_processes_measuring_into_one_results_file_keep_each_others_rows(tmp_path):
+    """save_results: each writer read the file before the other wrote (they wait for each other); neither's rows are
+    lost, and a writer's own value wins where both hold one. Real processes, each writing many times."""
+    import json
+
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"rows": {"kept": {"0": 1}}, "command": "before"}))
+    writer = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+        from pathlib import Path
+        from benchmarks.runs import resumed_results, save_results
+        name = sys.argv[1]
+        path = Path({str(results)!r})
+        results = resumed_results(path, "x.py", [name])
+        (path.parent / name).touch()   # read: wait until the other has read too
+        while not all((path.parent / other).exists() for other in "ab"):
+            pass
+        rows = results["rows"].setdefault(name, {{}})
+        for i in range(40):
+            rows[str(i)] = i
+            save_results(path, results)
+        results["rows"]["kept"]["0"] = name   # both overwrite one value: the last writer's stays
+        save_results(path, results)
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", writer, name]) for name in ("a", "b")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    final = json.loads(results.read_text())
+    assert final["rows"]["a"] == final["rows"]["b"] == {str(i): i for i in range(40)}
+    assert final["rows"]["kept"]["0"] in ("a", "b") and final["command"] in ("python benchmarks/x.py a",
+                                                                              "python benchmarks/x.py b")
