@@ -421,12 +421,12 @@ def main(argv: list[str] | None = None) -> int:
         seeds = range(args.first_seed, args.first_seed + args.episodes)
         todo = [(c, e) for c in args.controllers for e in seeds
                 if args.frames or str(e) not in rows.get(keys[c], {})]
-        walked_key = f"depth {args.walked_depth}, start {args.start_frames}{variant}"
-        walked = results.setdefault("walked", {}).setdefault(str(path), {})
-        if args.walked and walked.get(walked_key, {}).get("resets") != args.walked:
-            walked.pop(walked_key, None)
-        else:
-            walked_key = None
+        walked_key = f"depth {args.walked_depth}, start {args.start_frames}{variant}" if args.walked else None
+        if walked_key is not None:   # measured again unless kept for these very episodes
+            walked = results.setdefault("walked", {}).setdefault(str(path), {})
+            kept = walked.get(walked_key, {})
+            if (kept.get("resets"), kept.get("first_seed")) == (args.walked, args.first_seed):
+                walked_key = None
         if not todo and walked_key is None:
             continue
         try:

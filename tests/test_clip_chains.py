@@ -356,6 +356,13 @@ def test_the_walked_bound_walks_each_sequence_once_and_lays_it_on_every_episode(
     (bound,) = json.loads(results.read_text())["walked"][str(clips["primitives"])].values()
     assert bound["resets"] == 4 and bound["sequences"] == len(leaves) and bound["depth"] == 2
     assert sorted(len(w["choices"]) for w in bound["walked"]) == sorted(len(c) for _, _, c in leaves)
+    capsys.readouterr()
+    assert main([*common, "--walked", "4", "--walked-depth", "2"]) == 0
+    assert "walked (" not in capsys.readouterr().out   # kept for these episodes, not walked again
+    assert main([*common, "--walked", "4", "--walked-depth", "2", "--first-seed", "7"]) == 0
+    assert "walked (" in capsys.readouterr().out       # other episodes: measured again
+    assert json.loads(results.read_text())["walked"][str(clips["primitives"])][
+        "depth 2, start 30"]["first_seed"] == 7
     shares = list(bound["share_reached_within_seconds"].values())
     assert shares == sorted(shares) and shares[-1] <= 1.0 - bound["share_never_reached"] + 1e-9
     for bad in (["--walked", "2", "--walked-depth", "0"], ["--walked", "2", "--action-noise", "0.1"]):
