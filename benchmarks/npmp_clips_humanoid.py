@@ -147,7 +147,7 @@ def reach(env, graph, clips: list[str], segment_frames: dict, start_frames: int,
     """``--reach`` (module docstring): the perfect tracker's first targets over ``resets`` resets of ``env``."""
     from itertools import product
 
-    from priors.npmp.reference import CONTROL_STEP_SECONDS, ReferenceChain, move_poses
+    from priors.npmp.reference import ReferenceChain, move_poses
 
     paths = []
     for length in range(1, depth + 1):
@@ -156,18 +156,27 @@ def reach(env, graph, clips: list[str], segment_frames: dict, start_frames: int,
             for clip in sequence:
                 chain.append(clip, segment_frames.get(clip))
             paths.append(chain.root_poses())
+    laid = lambda pose: [move_poses(poses, poses[0], pose)[:, :2] for poses in paths]   # noqa: E731
+    return {"resets": resets, "depth": depth, "chains": len(paths), **first_targets(env, range(resets), laid)}
+
+
+def first_targets(env, seeds, laid) -> dict:
+    """Over the episodes of ``seeds``: the first step at which any of the paths ``laid(start pose)`` [N, 2] keeps the
+    episode's first target within the task's tolerance (``first_reached``), summarised as the share so reached
+    within each of ``REACH_SECONDS``, the share never reached and the median step of those reached."""
+    from priors.npmp.reference import CONTROL_STEP_SECONDS
+
     steps = []
-    for seed in range(resets):
+    for seed in seeds:
         env.reset(seed=seed)
-        pose, target = walker_pose(env), target_position(env)
-        reached = [first_reached(move_poses(poses, poses[0], pose)[:, :2], target) for poses in paths]
+        target = target_position(env)
+        reached = [first_reached(path, target) for path in laid(walker_pose(env))]
         steps.append(min((s for s in reached if s is not None), default=None))
     found = np.array([s for s in steps if s is not None])
-    return {"resets": resets, "depth": depth, "chains": len(paths),
-            "share_reached_within_seconds": {
-                f"{seconds:g}": round(float(np.sum(found <= seconds / CONTROL_STEP_SECONDS)) / resets, 3)
+    return {"share_reached_within_seconds": {
+                f"{seconds:g}": round(float(np.sum(found <= seconds / CONTROL_STEP_SECONDS)) / len(steps), 3)
                 for seconds in REACH_SECONDS},
-            "share_never_reached": round(1.0 - len(found) / resets, 3),
+            "share_never_reached": round(1.0 - len(found) / len(steps), 3),
             "median_step_reached": float(np.median(found)) if len(found) else None}
 
 
@@ -197,26 +206,17 @@ def walked_tree(env, depth: int) -> list[tuple[np.ndarray, bool, list[int]]]:
 def walked_reach(env, resets: int, first_seed: int, depth: int) -> dict:
     """``--walked`` (module docstring): the best choices' first targets through the primitives, over ``resets``
     episodes from ``first_seed`` on."""
-    from priors.npmp.reference import CONTROL_STEP_SECONDS, move_poses
+    from priors.npmp.reference import move_poses
 
     env.reset(seed=first_seed)
     origin, leaves = walker_pose(env), walked_tree(env, depth)
-    steps = []
-    for seed in range(first_seed, first_seed + resets):
-        env.reset(seed=seed)
-        pose, target = walker_pose(env), target_position(env)
-        laid = [move_poses(np.c_[path, np.zeros(len(path))], origin, pose)[:, :2] for path, _, _ in leaves]
-        steps.append(min((s for s in (first_reached(p, target) for p in laid) if s is not None), default=None))
-    found = np.array([s for s in steps if s is not None])
+    poses = [np.c_[path, np.zeros(len(path))] for path, _, _ in leaves]   # headings unused: positions are moved
+    laid = lambda pose: [move_poses(p, origin, pose)[:, :2] for p in poses]   # noqa: E731
     upright = [len(path) - 1 for path, _, _ in leaves]
     return {"resets": resets, "first_seed": first_seed, "depth": depth, "sequences": len(leaves),
             "sequences_that_fell": sum(fell for _, fell, _ in leaves),
             "median_steps_walked": float(np.median(upright)), "longest_walked": int(max(upright)),
-            "share_reached_within_seconds": {
-                f"{seconds:g}": round(float(np.sum(found <= seconds / CONTROL_STEP_SECONDS)) / resets, 3)
-                for seconds in REACH_SECONDS},
-            "share_never_reached": round(1.0 - len(found) / resets, 3),
-            "median_step_reached": float(np.median(found)) if len(found) else None,
+            **first_targets(env, range(first_seed, first_seed + resets), laid),
             "walked": [{"choices": [env.choices[c] for c in choices], "steps": len(path) - 1, "fell": fell}
                        for path, fell, choices in leaves]}
 

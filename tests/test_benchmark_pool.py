@@ -85,6 +85,7 @@ def test_two_processes_measuring_into_one_results_file_keep_each_others_rows(tmp
     results.write_text(json.dumps({"rows": {"kept": {"0": 1}}, "command": "before"}))
     writer = textwrap.dedent(f"""
         import sys
+        import time
         sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
         from pathlib import Path
         from benchmarks.runs import resumed_results, save_results
@@ -93,7 +94,7 @@ def test_two_processes_measuring_into_one_results_file_keep_each_others_rows(tmp
         results = resumed_results(path, "x.py", [name])
         (path.parent / name).touch()   # read: wait until the other has read too
         while not all((path.parent / other).exists() for other in "ab"):
-            pass
+            time.sleep(0.01)
         rows = results["rows"].setdefault(name, {{}})
         for i in range(40):
             rows[str(i)] = i
