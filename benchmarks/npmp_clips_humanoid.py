@@ -350,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--depth", type=int, default=2, help="planned: segments simulated per choice")
     p.add_argument("--start-frames", type=int, default=30, help="frames of the first clip before the first choice")
     p.add_argument("--blend", type=int, default=0, help="frames over which each join fades in (ReferenceChain)")
+    p.add_argument("--skip-windup", action="store_true",
+                   help="a turning clip is entered no earlier than its wind-up's end (ClipGraph)")
     p.add_argument("--lead", type=int, help="frames of the chain left when the next choice is made (default: the "
                                             "primitives' look-ahead + 3); must exceed --blend")
     p.add_argument("--episodes", type=int, default=10)
@@ -391,14 +393,15 @@ def main(argv: list[str] | None = None) -> int:
         fail("need --first-seed >= 0, and --learned RUN exactly when --controllers includes learned")
     try:
         clips, segment_frames = parse_clip_choices(args.clips)
-        graph, where = clip_graph(clips, [str(m) for m in args.mocap])
+        graph, where = clip_graph(clips, [str(m) for m in args.mocap], skip_windup=args.skip_windup)
     except ConfigError as e:
         fail(f"--clips: {e}")
     results = resumed_results(args.results, Path(__file__).name, argv, clips=args.clips)
+    windup = ", after wind-up" if args.skip_windup else ""   # in every results key: other joins, other numbers
     if args.reach:
         try:
             env = envs.make("humanoid", seed=0, start_snippet=clips[0], ref_path=str(where[clips[0]]))
-            key = f"start {args.start_frames}" + (f", blend {args.blend}" if args.blend else "")
+            key = f"start {args.start_frames}" + (f", blend {args.blend}" if args.blend else "") + windup
             results.setdefault("reach", {})[key] = reach(env, graph, clips, segment_frames, args.start_frames,
                                                          args.blend, args.reach, args.reach_depth)
         except (EnvError, ValueError) as e:
@@ -413,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
             fail(f"primitives {path}: {str(e).splitlines()[0]}")
         rows = results.setdefault("primitives", {}).setdefault(str(path), {})
         variant = ((f", blend {args.blend}" if args.blend else "") + (f", lead {args.lead}" if args.lead else "")
-                   + (f", noise {args.action_noise:g}" if args.action_noise else ""))
+                   + (f", noise {args.action_noise:g}" if args.action_noise else "") + windup)
         names = {"planned": f"planned, depth {args.depth}"}
         if args.learned is not None:
             names["learned"] = f"learned {learned_checkpoint(args.learned)}"

@@ -37,7 +37,7 @@ def clips(tmp_path_factory):
 
 def test_turns_are_entered_before_their_turn_and_a_clip_continues_itself_exactly(clips):
     from envs.mocap.tracking import heading  # noqa: F401  (the roots' headings are the clips' own)
-    from priors.npmp.reference import ReferenceChain
+    from priors.npmp.reference import ClipGraph, ReferenceChain
 
     graph, references = clips["graph"], clips["references"]
     for clip in (LEFT, RIGHT):
@@ -47,6 +47,16 @@ def test_turns_are_entered_before_their_turn_and_a_clip_continues_itself_exactly
         for j in graph.entries[clip]:   # at least 80 % of the turn still ahead of every entry
             assert abs(turn[-1] - turn[j + graph.window]) >= 0.8 * abs(total) - 1e-9
         assert graph.entries[clip].max() < len(references[clip].states) - 20
+        # skip_windup: the turn is entered no earlier than where its heading lies farthest against the turn
+        windup_end = int(np.argmin(np.sign(total) * (turn - turn[0])))
+        assert windup_end > graph.window and graph.entries[clip].min() + graph.window < windup_end
+        skipping = ClipGraph(references, skip_windup=True)
+        assert skipping.entries[clip].min() + graph.window == windup_end
+        assert set(skipping.entries[clip]) <= set(graph.entries[clip])
+    np.testing.assert_array_equal(ClipGraph(references, skip_windup=True).entries[WALK], graph.entries[WALK])
+    with pytest.raises(ValueError, match="no entry left"):
+        ClipGraph(references, min_segment=52, skip_windup=True)   # the turns end too soon after their wind-up
+    ClipGraph(references, min_segment=52)
     chain = ReferenceChain(None, graph, WALK, 40)
     assert chain.append(WALK, 30) == (40, 0.0)   # its own next frame matches exactly
     # where the next frame would be is the last step repeated: within millimetres of where it is
@@ -166,6 +176,18 @@ def test_chains_that_share_their_start_share_their_teacher_there(clips, capsys):
                       "--data", str(child)]) == 0
     (left,), _ = read_results(parent)
     (right,), meta = read_results(child)
+    # the heading diagnostic: the noise-free law (follow_walker) walks the planner's run, so both depart from the
+    # reference's heading alike, frame by frame
+    from benchmarks.npmp_heading import main as heading_main
+    report = clips["root"] / "heading.json"
+    assert heading_main(["--mocap", str(chains), "--plans", str(parent), "--law", str(parent), "--snippets", "left",
+                         "--every", "1", "--results", str(report)]) == 0
+    rows = json.loads(report.read_text())["snippets"]["left"]
+    plan, law = rows[f"plan:{parent}"], rows[f"law:{parent}"]
+    assert plan["degrees"][0] == 0.0 and plan["frames"] == len(left["plan"]["physics_states"])
+    n = min(plan["frames"], law["frames"] + 1)
+    assert n > 20 and max(map(abs, plan["degrees"][:n])) > 0.5
+    np.testing.assert_allclose(law["degrees"][:n], plan["degrees"][:n], atol=0.2)
     assert meta["branches"] == {"right": ["left", 20]} and right["attrs"]["branch"] == "left@20"
     assert int(right["plan"]["branched_at"]) == 20
     np.testing.assert_array_equal(right["plan"]["commands"][:20], left["plan"]["commands"][:20])

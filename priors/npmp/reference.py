@@ -86,6 +86,11 @@ def bent_reference_input(model, references: dict, arc_rate: float):
     return read
 
 
+# a clip whose heading changes more than this from its first frame to its last is a turn (``ClipGraph.skip_windup``);
+# a looped walk drifts a few degrees
+TURNING_CLIP_DEGREES = 45.0
+
+
 class ClipGraph:
     """The clips primitives were taught, and where one may follow another: a motion graph (Kovar, Gleicher and
     Pighin 2002, "Motion graphs") over the encoder's own inputs (issue 13; docs/npmp.md, "A high level that chooses
@@ -96,11 +101,16 @@ class ClipGraph:
     the frame whose ``window`` frames best match the last ``window`` frames already chosen (mean squared difference of
     the proprio states, each dimension standardised over all the clips' frames). A clip can only be entered where at
     least ``min_segment`` frames and ``turn_share`` of its whole turn (root heading, start to end) lie ahead, so that
-    a turning clip is entered before its turn, not after it. The standardisation depends on the set of clips: chains
+    a turning clip is entered before its turn, not after it. With ``skip_windup`` a turning clip (one whose heading
+    changes more than ``TURNING_CLIP_DEGREES`` in all) is entered no earlier than its wind-up's end: the frame where
+    its heading lies farthest against the turn (CMU 16_27's left turn first veers 13 degrees right over 15 frames;
+    entered there after a left turn's start, the right turn makes two reversals within a second, docs/npmp.md). The
+    standardisation depends on the set of clips: chains
     written for the planner (``pipelines.npmp chain``) match the high level's only when both graphs hold the same
     clips."""
 
-    def __init__(self, references: dict, window: int = 3, min_segment: int = 20, turn_share: float = 0.8):
+    def __init__(self, references: dict, window: int = 3, min_segment: int = 20, turn_share: float = 0.8,
+                 skip_windup: bool = False):
         if not references:
             raise ValueError("a clip graph needs at least one clip")
         if window < 1 or min_segment < window + 1 or not 0.0 <= turn_share <= 1.0:
@@ -119,6 +129,12 @@ class ClipGraph:
             total = abs(turn[-1] - turn[0])
             last = len(ref.states) - min_segment - window
             allowed = [j for j in range(last + 1) if ahead[j + window] >= turn_share * total - 1e-9]
+            if skip_windup and total > np.radians(TURNING_CLIP_DEGREES):
+                windup_end = int(np.argmin(np.sign(turn[-1] - turn[0]) * (turn - turn[0])))
+                allowed = [j for j in allowed if j + window >= windup_end]
+            if not allowed:
+                raise ValueError(f"clip {clip} has no entry left (min_segment {min_segment}, turn_share "
+                                 f"{turn_share}, skip_windup {skip_windup})")
             self.entries[clip] = np.array(allowed)
 
     def standardise(self, states: np.ndarray) -> np.ndarray:

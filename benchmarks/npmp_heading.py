@@ -1,0 +1,139 @@
+"""Where do teacher and student turn away from the reference's heading? (issue 13; docs/npmp.md, "The teachers
+spin at the joins").
+
+The clip primitives fall where their chains join one turn to the other. This measures, per snippet of a mocap file
+(chains written by ``pipelines.npmp chain``), how far the walker's heading (the root's x axis in the ground plane)
+departs from the reference's, frame by frame:
+- ``--plans DATA ...``: the planner's own runs stored in LQR collections (``collect --expert-policy lqr``; their
+  ``plan`` arrays, nothing is planned again), the nominal that the law, and through it the student, follows;
+- ``--law DATA``: the LQR law rebuilt from such a run, closed loop and noise-free (``npmp_noise.law_controller``);
+- ``--primitives DIR ...``: primitives closed loop and noise-free, the encoder reading the snippet.
+For each: the frames it lasts (a plan's run ends where the planner fell; a closed-loop one at the fall line), the
+largest heading error and its frame, and the error every ``--every`` frames (degrees, counter-clockwise positive:
+the walker turned left of the reference). A walker that keeps its root within 0.3 m of the reference while its
+heading swings 100 degrees away and back is spinning, not tracking.
+
+    python benchmarks/npmp_heading.py --mocap runs/same2/chains.h5 --plans runs/branch/b1.h5 runs/branch/b2.h5 \\
+        --law runs/branch/b1.h5 --primitives data/primitives/npmp-clips --snippets pairE pairF pairH \\
+        --results benchmarks/results/npmp_heading.json
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.npmp_long import Upright  # noqa: E402
+from benchmarks.npmp_noise import law_controller, primitives_controller, upright_episode  # noqa: E402
+from benchmarks.runs import fail, resumed_results, save_results  # noqa: E402
+
+
+def heading_errors(headings: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Degrees the walker's headings lie counter-clockwise of the reference's, each wrapped to [-180, 180)."""
+    return np.degrees(np.remainder(np.asarray(headings) - np.asarray(reference) + np.pi, 2 * np.pi) - np.pi)
+
+
+def summary(errors: np.ndarray, frames: int, of: int, every: int) -> dict:
+    worst = int(np.argmax(np.abs(errors)))
+    return {"frames": frames, "of": of, "max_abs_degrees": round(float(abs(errors[worst])), 1),
+            "at_frame": worst, "every": every, "degrees": np.round(errors[::every], 1).tolist()}
+
+
+def plan_headings(data: Path, snippet: str) -> np.ndarray:
+    """The root headings of the planner's run of ``snippet`` stored in ``data`` (ValueError if it has none)."""
+    from envs.mocap.tracking import heading
+    from pipelines.npmp.data import read_results
+
+    results, _ = read_results(data)
+    found = [r for r in results if r["snippet"] == snippet and "plan" in r]
+    if not found:
+        raise ValueError(f"{data} holds no planner run of {snippet} (collect it with --expert-policy lqr)")
+    states = np.asarray(found[0]["plan"]["physics_states"])
+    return np.array([heading(q) for q in states[:, 4:8]])   # mjSTATE_FULLPHYSICS: time, then qpos (root xyz, quat)
+
+
+def reference_headings(snippet: str, mocap: Path) -> np.ndarray:
+    from envs.mocap.tracking import reference_playback
+
+    return np.asarray(reference_playback(snippet, 0, str(mocap)).root[:, 2], np.float64)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mocap", type=Path, required=True, help="the mocap file holding the snippets (chains)")
+    p.add_argument("--snippets", nargs="+", required=True)
+    p.add_argument("--plans", type=Path, nargs="*", default=[],
+                   help="LQR collections: the planner's runs (the first file holding a snippet's run is used)")
+    p.add_argument("--law", type=Path, help="an LQR collection: its laws closed loop")
+    p.add_argument("--primitives", type=Path, nargs="*", default=[])
+    p.add_argument("--every", type=int, default=5, help="frames between the errors reported")
+    p.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results" / "npmp_heading.json")
+    args = p.parse_args(argv)
+
+    import torch
+
+    from envs import EnvError
+    from pipelines.npmp.data import ConfigError
+    from priors.npmp import ModuleFileError
+
+    torch.set_num_threads(1)
+    if not (args.plans or args.law or args.primitives) or args.every < 1:
+        fail("nothing to measure: give --plans, --law and/or --primitives (and --every >= 1)")
+    for path in [*args.plans, *([args.law] if args.law else []), args.mocap]:
+        if not path.is_file():
+            fail(f"no such file: {path}")
+    from agents.npmp import clip_files
+
+    try:
+        missing = sorted(set(args.snippets) - set(clip_files([str(args.mocap)])))
+    except ConfigError as e:
+        fail(str(e))
+    if missing:
+        fail(f"{', '.join(missing)}: not in {args.mocap}")
+    results = resumed_results(args.results, Path(__file__).name, argv, mocap=str(args.mocap))
+    rows = results.setdefault("snippets", {})
+    for snippet in args.snippets:
+        row = rows.setdefault(snippet, {})
+        try:
+            reference = reference_headings(snippet, args.mocap)
+        except (KeyError, ValueError, OSError) as e:
+            fail(f"{snippet}: {str(e).splitlines()[0]}")
+        for data in args.plans:
+            try:
+                walker = plan_headings(data, snippet)
+            except (ConfigError, ValueError, OSError):
+                continue
+            n = min(len(walker), len(reference))
+            row[f"plan:{data}"] = summary(heading_errors(walker[:n], reference[:n]), n, len(reference), args.every)
+            break
+        else:
+            if args.plans:
+                print(f"{snippet}: no planner run in {', '.join(map(str, args.plans))}", flush=True)
+        controllers = ([(f"law:{args.law}", law_controller, args.law)] if args.law else []) + \
+            [(f"primitives:{path}", primitives_controller, path) for path in args.primitives]
+        for name, build, source in controllers:
+            try:
+                env, make_actor = build(source, snippet, args.mocap)
+            except (EnvError, ConfigError, ModuleFileError, ValueError, OSError) as e:
+                fail(f"{name}: {snippet}: {str(e).splitlines()[0]}")
+            try:
+                hook = Upright()   # records the walker's and the reference's heading after every step
+                steps = upright_episode(env, make_actor(), 0.0, 0, observe=hook)["steps"]
+                errors = heading_errors(hook.headings[:steps + 1], hook.reference_headings[:steps + 1])
+                row[name] = summary(errors, steps, env.last_step, args.every)
+            finally:
+                env.close()
+        save_results(args.results, results)
+        for name, s in row.items():
+            print(f"{snippet} {name}: {s['frames']} of {s['of']} frames, heading off by at most "
+                  f"{s['max_abs_degrees']} degrees (frame {s['at_frame']})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
