@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The clip primitives' teachers planned with heading shaping, their rollouts, and a student continued from the
+# shipped clip primitives with DAgger rounds (issue 13; docs/npmp.md, "The teachers spin at the joins").
+# Resumable: every stage whose output exists is skipped, and collect/relabel keep their finished snippets, so
+# running it again after a stop continues where it stopped. About 45 minutes of planning, 17 of rollouts, then
+# 13 per round on 2 cores.
+#
+#   pipelines/npmp/recipes/clip_teachers_shaped.sh WORKDIR [ROUNDS]    (ROUNDS: DAgger rounds, default 3)
+#
+# Writes WORKDIR/chains.h5 (the 16 sequences), e.h5 and tree/{f,g,h,i,j}.h5 (the planned runs and their laws),
+# r.h5 (270 law rollouts per chain), r0_s1 (the shipped student distilled on them), then rK.h5 / rK_s1 per round.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+W=${1:?usage: clip_teachers_shaped.sh WORKDIR [ROUNDS]}
+ROUNDS=${2:-3}
+PY=${PYTHON:-.venv/bin/python}
+mkdir -p "$W/tree"
+say() { echo "[$(date +%H:%M:%S)] $*"; }
+
+L=16_27-0; R=16_27-0-mirror
+C="pairE pairF pairG pairH pairI pairJ"
+if [ ! -e "$W/chains.h5" ]; then
+  say chains
+  $PY -m pipelines.npmp chain --blend 7 --mocap data/mocap/cmu_turns.h5 --out "$W/chains.h5" \
+    --chain pairE=$L:20,$L,$R,$R,$L --chain pairF=$L:20,$R,$L,$L,$R --chain pairG=$L:20,$R,$R,$L,$L \
+    --chain pairH=$L:20,$L,$R,$L,$R --chain pairI=$L:20,$R,$R,$R,$R --chain pairJ=$L:20,$L,$L,$L,$R \
+    --chain seqLLLL=$L:20,$L,$L,$L,$L --chain seqLLRL=$L:20,$L,$L,$R,$L --chain seqLLRR=$L:20,$L,$L,$R,$R \
+    --chain seqLRLL=$L:20,$L,$R,$L,$L --chain seqLRRR=$L:20,$L,$R,$R,$R --chain seqRLLL=$L:20,$R,$L,$L,$L \
+    --chain seqRLRL=$L:20,$R,$L,$R,$L --chain seqRLRR=$L:20,$R,$L,$R,$R --chain seqRRLR=$L:20,$R,$R,$L,$R \
+    --chain seqRRRL=$L:20,$R,$R,$R,$L
+fi
+
+# the planner with heading shaping; each chain's run branches from the run it shares its start with
+PLAN="--experts mpc --expert-policy lqr --lqr-set follow_walker=true --planner-set root_orientation_weight=0.2
+      --ending fall --trajectories 30 --perturbation-trajectories 3 --action-noise 0.03 --seed 80
+      --mocap $W/chains.h5 --processes 1"
+plan() {   # OUT SNIPPET [PARENT_FILE BRANCH]
+  [ -e "$1" ] && return 0
+  say "plan $2 -> $1"
+  if [ $# -gt 2 ]; then
+    $PY -m pipelines.npmp collect $PLAN --snippets "$2" --plan-from "$3" --branch "$4" --data "$1" > "$1.log" 2>&1
+  else
+    $PY -m pipelines.npmp collect $PLAN --snippets "$2" --data "$1" > "$1.log" 2>&1
+  fi
+}
+plan "$W/e.h5" pairE
+plan "$W/tree/f.h5" pairF "$W/e.h5" pairF=pairE:12 & plan "$W/tree/h.h5" pairH "$W/e.h5" pairH=pairE:101 & wait
+plan "$W/tree/g.h5" pairG "$W/tree/f.h5" pairG=pairF:71 & plan "$W/tree/j.h5" pairJ "$W/e.h5" pairJ=pairE:55 & wait
+plan "$W/tree/i.h5" pairI "$W/tree/g.h5" pairI=pairG:105
+for f in e tree/f tree/g tree/h tree/i tree/j; do [ -e "$W/$f.h5" ] || { echo "error: planning $f failed: $W/$f.h5.log"; exit 1; }; done
+
+if [ ! -e "$W/r.h5" ]; then
+  say rollouts
+  $PY -m pipelines.npmp collect --experts mpc --expert-policy lqr --lqr-set follow_walker=true \
+    --planner-set root_orientation_weight=0.2 \
+    --plan-from "$W/e.h5" "$W/tree/f.h5" "$W/tree/g.h5" "$W/tree/h.h5" "$W/tree/i.h5" "$W/tree/j.h5" \
+    --ending fall --trajectories 270 --perturbation-trajectories 3 --action-noise 0.03 --processes 2 --seed 90 \
+    --mocap "$W/chains.h5" --data "$W/r.h5" --snippets $C
+fi
+
+distilled() {   # a distillation saves every 500 steps: only the last save is the whole run
+  $PY -c "import json, sys; sys.exit(json.load(open('$1/meta.json')).get('steps') != 600)" 2>/dev/null
+}
+DISTILL="--snippets $C --distill-steps 600 --lr 3e-4 --lr-schedule cosine --windows snippets --seed 1"
+if ! distilled "$W/r0_s1"; then
+  say distill r0_s1
+  $PY -m pipelines.npmp distill --data "$W/r.h5" --init data/primitives/npmp-clips $DISTILL --out "$W/r0_s1"
+fi
+data="$W/r.h5"
+for k in $(seq 1 "$ROUNDS"); do
+  prev="$W/r$((k - 1))_s1"
+  if [ ! -e "$W/r$k.h5" ]; then
+    say "relabel round $k"
+    $PY -m pipelines.npmp relabel --data "$data" --primitives "$prev" --out "$W/r$k.h5" --snippets $C \
+      --labeller collected --ending fall --trajectories 25 --action-noise 0.03 --processes 2 --seed $((610 + k))
+  fi
+  if ! distilled "$W/r${k}_s1"; then
+    say "distill r${k}_s1"
+    $PY -m pipelines.npmp distill --data "$W/r$k.h5" --init "$prev" $DISTILL --out "$W/r${k}_s1"
+  fi
+  data="$W/r$k.h5"
+done
+say done
