@@ -216,6 +216,29 @@ def test_chains_that_share_their_start_share_their_teacher_there(clips, capsys):
         assert message in capsys.readouterr().err and not out.exists()
     assert npmp_main([*common, "--snippets", "right", "--branch", "right=left:20", "--data", str(out)]) == 2
     assert "--branch needs" in capsys.readouterr().err
+    # the runs kept without their rollouts (``teachers``), naming a copy of the chains' mocap: the law rebuilt from
+    # them is the one rebuilt from the collections, rollout for rollout
+    import shutil
+    copy, runs = clips["root"] / "chains_copy.h5", clips["root"] / "runs.h5"
+    shutil.copy(chains, copy)
+    assert npmp_main(["teachers", str(parent), str(child), "--mocap", str(copy), "--out", str(runs)]) == 0
+    kept, runs_meta = read_results(runs)
+    assert [(r["snippet"], "bc" in r, r["attrs"]["mocap"]) for r in kept] == [("left", False, str(copy)),
+                                                                            ("right", False, str(copy))]
+    assert runs_meta["planner"] == meta["planner"] and runs_meta["teacher_runs_from"][1]["branches"] == meta["branches"]
+    np.testing.assert_array_equal(kept[1]["plan"]["commands"], right["plan"]["commands"])
+    again = clips["root"] / "again.h5"
+    moved = [str(copy) if arg == str(chains) else arg for arg in common]
+    assert npmp_main([*moved, "--snippets", "right", "--plan-from", str(runs), "--data", str(again)]) == 0
+    (rebuilt,), _ = read_results(again)
+    np.testing.assert_array_equal(rebuilt["bc"]["actions"], right["bc"]["actions"])
+    np.testing.assert_array_equal(rebuilt["bc"]["states"], right["bc"]["states"])
+    capsys.readouterr()
+    for inputs, mocap, message in (([parent], TURNS, "is not the motion"), ([parent, merged], copy, "more than one"),
+                                   ([runs, runs], copy, "more than one")):
+        bad = clips["root"] / "bad_runs.h5"
+        assert npmp_main(["teachers", *map(str, inputs), "--mocap", str(mocap), "--out", str(bad)]) == 2
+        assert message in capsys.readouterr().err and not bad.exists()
 
 
 def test_the_high_level_chooses_clips_and_the_primitives_follow_the_chain(clips):

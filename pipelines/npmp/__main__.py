@@ -9,6 +9,7 @@
     python -m pipelines.npmp evaluate --primitives data/primitives/npmp --out runs/npmp/report.json
     python -m pipelines.npmp half --primitives P --out P16                 # float16 weights: half the file
     python -m pipelines.npmp chain --mocap M --chain A=WALK:60,TURN --out C.h5   # chains of clips as snippets
+    python -m pipelines.npmp teachers A.h5 B.h5 --mocap M --out T.h5    # planned runs without rollouts (to keep)
     python -m pipelines.npmp all --steps 12000                     # the four stages above, resumable
 
 Every stage takes ``--address`` (a Ray cluster; default: a local one) where it fans out over snippets.
@@ -185,6 +186,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     m.add_argument("--overlay", action="store_true",
                    help="a snippet in several inputs is taken from the first that holds it (e.g. some snippets' "
                         "parts of a DAgger round, <out>.parts/SNIPPET.h5, over the data the round started from)")
+    t = sub.add_parser("teachers", help="the planner's runs of LQR collections without their rollouts (what "
+                                        "collect --plan-from needs; small enough to keep in the repository)")
+    t.add_argument("inputs", nargs="+", type=Path, help="LQR collections (collect --expert-policy lqr)")
+    t.add_argument("--mocap", type=Path, required=True,
+                   help="the mocap file the runs will name (their snippets' motion checked equal to the one planned on)")
+    t.add_argument("--out", type=Path, required=True, help="the new file (the inputs are left as they are)")
     e = sub.add_parser("evaluate", help="one-shot imitation and latent optimisation on training and held-out clips")
     _common(e)
     e.add_argument("--primitives", type=Path, default=ROOT / "data" / "primitives" / "npmp")
@@ -603,6 +610,14 @@ def main(argv=None) -> int:
                                     mixed_rounds=args.mixed_rounds, mixed_laws=args.mixed_laws,
                                     overlay=args.overlay)
             print(f"merged {len(args.inputs)} files into {merged}")
+        elif args.command == "teachers":
+            from pipelines.npmp.data import teacher_runs
+
+            if args.out.resolve() in {p.resolve() for p in args.inputs}:
+                raise ConfigError(f"--out {args.out} is one of the inputs; write the runs to a new file")
+            written = teacher_runs(args.inputs, args.out, args.mocap)
+            print(f"wrote the planner's runs of {len(args.inputs)} files to {written} "
+                  f"({written.stat().st_size / 1e6:.1f} MB)")
         elif args.command == "evaluate":
             evaluate(args)
         elif args.command == "chain":

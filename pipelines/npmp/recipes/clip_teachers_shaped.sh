@@ -2,13 +2,15 @@
 # The clip primitives' teachers planned with heading shaping, their rollouts, and a student continued from the
 # shipped clip primitives with DAgger rounds (issue 13; docs/npmp.md, "The teachers spin at the joins").
 # Resumable: every stage whose output exists is skipped, and collect/relabel keep their finished snippets, so
-# running it again after a stop continues where it stopped. About 45 minutes of planning, 17 of rollouts, then
-# 13 per round on 2 cores.
+# running it again after a stop continues where it stopped.
 #
 #   pipelines/npmp/recipes/clip_teachers_shaped.sh WORKDIR [ROUNDS]    (ROUNDS: DAgger rounds, default 3)
 #
-# Writes WORKDIR/chains.h5 (the 16 sequences), e.h5 and tree/{f,g,h,i,j}.h5 (the planned runs and their laws),
-# r.h5 (270 law rollouts per chain), r0_s1 (the shipped student distilled on them), then rK.h5 / rK_s1 per round.
+# The six chains' planned runs are kept in the repository (data/teachers/clip_chains_shaped.h5, written by
+# `python -m pipelines.npmp teachers`) on the chains' mocap (data/mocap/cmu_turn_chains.h5): planning them again
+# takes about 95 minutes on 2 cores, so it is done only where that file is missing (into WORKDIR/e.h5 and
+# WORKDIR/tree/{f,g,h,i,j}.h5). Then WORKDIR/r.h5 (270 law rollouts per chain, about 25 minutes), r0_s1 (the shipped
+# student distilled on them, 6 minutes) and rK.h5 / rK_s1 per DAgger round (13 minutes each).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 W=${1:?usage: clip_teachers_shaped.sh WORKDIR [ROUNDS]}
@@ -19,9 +21,11 @@ say() { echo "[$(date +%H:%M:%S)] $*"; }
 
 L=16_27-0; R=16_27-0-mirror
 C="pairE pairF pairG pairH pairI pairJ"
-if [ ! -e "$W/chains.h5" ]; then
+MOCAP=data/mocap/cmu_turn_chains.h5
+TEACHERS=data/teachers/clip_chains_shaped.h5
+if [ ! -e "$MOCAP" ]; then
   say chains
-  $PY -m pipelines.npmp chain --blend 7 --mocap data/mocap/cmu_turns.h5 --out "$W/chains.h5" \
+  $PY -m pipelines.npmp chain --blend 7 --mocap data/mocap/cmu_turns.h5 --out "$MOCAP" \
     --chain pairE=$L:20,$L,$R,$R,$L --chain pairF=$L:20,$R,$L,$L,$R --chain pairG=$L:20,$R,$R,$L,$L \
     --chain pairH=$L:20,$L,$R,$L,$R --chain pairI=$L:20,$R,$R,$R,$R --chain pairJ=$L:20,$L,$L,$L,$R \
     --chain seqLLLL=$L:20,$L,$L,$L,$L --chain seqLLRL=$L:20,$L,$L,$R,$L --chain seqLLRR=$L:20,$L,$L,$R,$R \
@@ -33,7 +37,7 @@ fi
 # the planner with heading shaping; each chain's run branches from the run it shares its start with
 PLAN="--experts mpc --expert-policy lqr --lqr-set follow_walker=true --planner-set root_orientation_weight=0.2
       --ending fall --trajectories 30 --perturbation-trajectories 3 --action-noise 0.03 --seed 80
-      --mocap $W/chains.h5 --processes 1"
+      --mocap $MOCAP --processes 1"
 plan() {   # OUT SNIPPET [PARENT_FILE BRANCH]
   [ -e "$1" ] && return 0
   say "plan $2 -> $1"
@@ -43,19 +47,25 @@ plan() {   # OUT SNIPPET [PARENT_FILE BRANCH]
     $PY -m pipelines.npmp collect $PLAN --snippets "$2" --data "$1" > "$1.log" 2>&1
   fi
 }
-plan "$W/e.h5" pairE
-plan "$W/tree/f.h5" pairF "$W/e.h5" pairF=pairE:12 & plan "$W/tree/h.h5" pairH "$W/e.h5" pairH=pairE:101 & wait
-plan "$W/tree/g.h5" pairG "$W/tree/f.h5" pairG=pairF:71 & plan "$W/tree/j.h5" pairJ "$W/e.h5" pairJ=pairE:55 & wait
-plan "$W/tree/i.h5" pairI "$W/tree/g.h5" pairI=pairG:105
-for f in e tree/f tree/g tree/h tree/i tree/j; do [ -e "$W/$f.h5" ] || { echo "error: planning $f failed: $W/$f.h5.log"; exit 1; }; done
+if [ -e "$TEACHERS" ]; then
+  PLANS="$TEACHERS"
+else
+  plan "$W/e.h5" pairE
+  plan "$W/tree/f.h5" pairF "$W/e.h5" pairF=pairE:12 & plan "$W/tree/h.h5" pairH "$W/e.h5" pairH=pairE:101 &
+  plan "$W/tree/j.h5" pairJ "$W/e.h5" pairJ=pairE:55; wait
+  plan "$W/tree/g.h5" pairG "$W/tree/f.h5" pairG=pairF:71
+  plan "$W/tree/i.h5" pairI "$W/tree/g.h5" pairI=pairG:105
+  PLANS="$W/e.h5 $W/tree/f.h5 $W/tree/g.h5 $W/tree/h.h5 $W/tree/i.h5 $W/tree/j.h5"
+  for f in $PLANS; do [ -e "$f" ] || { echo "error: planning failed: $f.log"; exit 1; }; done
+fi
 
 if [ ! -e "$W/r.h5" ]; then
   say rollouts
   $PY -m pipelines.npmp collect --experts mpc --expert-policy lqr --lqr-set follow_walker=true \
     --planner-set root_orientation_weight=0.2 \
-    --plan-from "$W/e.h5" "$W/tree/f.h5" "$W/tree/g.h5" "$W/tree/h.h5" "$W/tree/i.h5" "$W/tree/j.h5" \
+    --plan-from $PLANS \
     --ending fall --trajectories 270 --perturbation-trajectories 3 --action-noise 0.03 --processes 2 --seed 90 \
-    --mocap "$W/chains.h5" --data "$W/r.h5" --snippets $C
+    --mocap "$MOCAP" --data "$W/r.h5" --snippets $C
 fi
 
 distilled() {   # a distillation saves every 500 steps: only the last save is the whole run
