@@ -4,7 +4,13 @@
 # Resumable: every stage whose output exists is skipped, and collect/relabel keep their finished snippets, so
 # running it again after a stop continues where it stopped.
 #
-#   pipelines/npmp/recipes/clip_teachers_shaped.sh WORKDIR [ROUNDS]    (ROUNDS: DAgger rounds, default 3)
+#   pipelines/npmp/recipes/clip_teachers_shaped.sh WORKDIR [ROUNDS] [pairs|all]
+#
+# ROUNDS: DAgger rounds (default 3). pairs (the default): the six chains pairE-pairJ, as the shipped clip primitives;
+# all: the ten other sequences of four turns too (seqLLLL-seqRRRL, kept in data/teachers/clip_seqs_shaped.h5, each
+# branched from the pair it shares the most turns with; where that file lacks some, all ten are collected into
+# WORKDIR/seqs.h5, the kept runs used as they are and the missing ones planned).
+# One WORKDIR per set: its files do not say which set they hold.
 #
 # The six chains' planned runs are kept in the repository (data/teachers/clip_chains_shaped.h5, written by
 # `python -m pipelines.npmp teachers`) on the chains' mocap (data/mocap/cmu_turn_chains.h5): planning them again
@@ -13,8 +19,10 @@
 # student distilled on them, 6 minutes) and rK.h5 / rK_s1 per DAgger round (13 minutes each).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-W=${1:?usage: clip_teachers_shaped.sh WORKDIR [ROUNDS]}
+W=${1:?usage: clip_teachers_shaped.sh WORKDIR [ROUNDS] [pairs|all]}
 ROUNDS=${2:-3}
+SET=${3:-pairs}
+case "$SET" in pairs|all) ;; *) echo "error: the chains are 'pairs' or 'all', got '$SET'"; exit 2;; esac
 PY=${PYTHON:-.venv/bin/python}
 mkdir -p "$W/tree"
 say() { echo "[$(date +%H:%M:%S)] $*"; }
@@ -57,6 +65,29 @@ else
   plan "$W/tree/i.h5" pairI "$W/tree/g.h5" pairI=pairG:105
   PLANS="$W/e.h5 $W/tree/f.h5 $W/tree/g.h5 $W/tree/h.h5 $W/tree/i.h5 $W/tree/j.h5"
   for f in $PLANS; do [ -e "$f" ] || { echo "error: planning failed: $f.log"; exit 1; }; done
+fi
+
+SEQS="seqLLLL seqLLRL seqLLRR seqLRLL seqLRRR seqRLLL seqRLRL seqRLRR seqRRLR seqRRRL"
+SEQ_TEACHERS=data/teachers/clip_seqs_shaped.h5
+holds_all() {   # FILE SNIPPET...: whether FILE exists and holds a run of every SNIPPET
+  $PY -c "import sys, h5py; f = h5py.File(sys.argv[1], 'r'); sys.exit(not all(s in f for s in sys.argv[2:]))" "$@" \
+    2>/dev/null
+}
+if [ "$SET" = all ]; then
+  C="$C $SEQS"
+  if ! holds_all "$SEQ_TEACHERS" $SEQS; then   # about 30 minutes on 2 cores: each planned from its branch point on
+    KEPT=""; [ -e "$SEQ_TEACHERS" ] && KEPT="$SEQ_TEACHERS"   # the runs kept so far are used, not planned again
+    if [ ! -e "$W/seqs.h5" ]; then
+      say "plan the ten other sequences -> $W/seqs.h5"
+      $PY -m pipelines.npmp collect ${PLAN/--processes 1/--processes 2} --plan-from $PLANS $KEPT \
+        --branch seqLLLL=pairJ:123 --branch seqLLRL=pairJ:89 --branch seqLLRR=pairJ:89 --branch seqLRLL=pairH:147 \
+        --branch seqLRRR=pairE:135 --branch seqRLLL=pairF:151 --branch seqRLRL=pairF:117 \
+        --branch seqRLRR=pairF:117 --branch seqRRLR=pairG:151 --branch seqRRRL=pairG:105 \
+        --snippets $SEQS --data "$W/seqs.h5"
+    fi
+    SEQ_TEACHERS="$W/seqs.h5"
+  fi
+  PLANS="$PLANS $SEQ_TEACHERS"
 fi
 
 if [ ! -e "$W/r.h5" ]; then
