@@ -563,20 +563,25 @@ def test_the_reuse_benchmark_runs_the_clip_high_level_with_its_own_settings(tmp_
 
 
 def test_the_kept_teachers_are_the_shaped_planner_s_runs_on_the_kept_chains(monkeypatch):
-    """data/teachers/clip_chains_shaped.h5 (pipelines/npmp/recipes/clip_teachers_shaped.sh): one planned run per
-    chain the clip primitives are taught, made with heading shaping, naming the kept chains as their mocap (a
-    relative path: the recipe runs from the repository's root), each chain's motion the one planned on."""
+    """data/teachers (pipelines/npmp/recipes/clip_teachers_shaped.sh): one planned run per chain the clip primitives
+    are taught (and seven of the ten other sequences), made with heading shaping, naming the kept chains as their
+    mocap (a relative path: the recipe runs from the repository's root), each chain's motion the one planned on."""
     from pipelines.npmp.data import plan_of, read_results, same_snippet
 
     monkeypatch.chdir(ROOT)
-    runs, meta = read_results("data/teachers/clip_chains_shaped.h5")
     chains = "data/mocap/cmu_turn_chains.h5"
-    assert [r["snippet"] for r in runs] == [f"pair{c}" for c in "EFGHIJ"]
-    assert meta["planner"]["root_orientation_weight"] == 0.2 and meta["lqr"]["follow_walker"] is True
-    for run in runs:
-        assert "bc" not in run and run["attrs"]["mocap"] == chains
-        plan, _ = plan_of(["data/teachers/clip_chains_shaped.h5"], run["snippet"], meta["planner"], chains)
-        assert int(plan["stopped_at"]) == -1 and 177 <= len(plan["physics_states"]) <= 205   # to the chain's end
-    branched = {r["snippet"]: r["attrs"].get("branch") for r in runs}
-    assert branched["pairF"] == "pairE@12" and branched["pairI"] == "pairG@105"
+    kept = {"data/teachers/clip_chains_shaped.h5": [f"pair{c}" for c in "EFGHIJ"],
+            "data/teachers/clip_seqs_shaped.h5": [f"seq{s}" for s in ("LLLL", "LLRL", "LLRR", "LRLL", "LRRR", "RLLL",
+                                                                      "RRLR")]}
+    branched = {}
+    for path, snippets in kept.items():
+        runs, meta = read_results(path)
+        assert [r["snippet"] for r in runs] == snippets
+        assert meta["planner"]["root_orientation_weight"] == 0.2 and meta["lqr"]["follow_walker"] is True
+        for run in runs:
+            assert "bc" not in run and run["attrs"]["mocap"] == chains
+            plan, _ = plan_of([path], run["snippet"], meta["planner"], chains)
+            assert int(plan["stopped_at"]) == -1 and 160 <= len(plan["physics_states"]) <= 220   # to the chain's end
+            branched[run["snippet"]] = run["attrs"].get("branch")
+    assert branched["pairF"] == "pairE@12" and branched["pairI"] == "pairG@105" and branched["seqLLRL"] == "pairJ@89"
     assert same_snippet(chains, chains, "pairE") and not same_snippet(chains, TURNS, "pairE")
