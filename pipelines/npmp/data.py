@@ -886,7 +886,6 @@ def merge_datasets(paths: list[Path | str], out_path: Path | str, mixed_planners
     return write_dataset(out_path, kept, meta=meta)
 
 
-
 def same_snippet(mocap: Path | str, other: Path | str, snippet: str) -> bool:
     """Whether ``snippet`` is the same motion in both mocap files: every array of its group equal."""
     def arrays(path):
@@ -905,14 +904,14 @@ def same_snippet(mocap: Path | str, other: Path | str, snippet: str) -> bool:
 def teacher_runs(paths: list[Path | str], out_path: Path | str, mocap: Path | str) -> Path:
     """The planner's runs of LQR collections (``collect --expert-policy lqr``) without their rollouts: what
     ``collect --plan-from`` rebuilds each law from, small enough to keep in the repository (a chain's run is about
-    0.3 MB; the collection holding it 7 MB), so that the hours of planning are not repeated on every machine
+    0.55 MB; the collection holding it 7 MB), so that the hours of planning are not repeated on every machine
     (issue 13; pipelines/npmp/recipes/clip_teachers_shaped.sh). The runs must come from one planner and one law,
     and their snippets' motion in ``mocap`` must be the one they were planned on (checked array by array): the
     written runs name ``mocap`` as their mocap file, so a mocap file written again elsewhere may replace a lost
     one."""
     loaded = [read_results(path) for path in paths]
     first = loaded[0][1]
-    kept, sources = [], []
+    kept, sources, seen = [], [], set()
     for path, (results, meta) in zip(paths, loaded):
         for key in ("planner", "lqr"):
             if meta.get(key) != first.get(key):
@@ -927,13 +926,15 @@ def teacher_runs(paths: list[Path | str], out_path: Path | str, mocap: Path | st
             if planned_on is None or not same_snippet(planned_on, mocap, snippet):
                 raise ConfigError(f"{snippet} in {mocap} is not the motion {path} planned it on "
                                   f"({planned_on or 'the shipped mocap'})")
-            if snippet in {r["snippet"] for r in kept}:
+            if snippet in seen:
                 raise ConfigError(f"{snippet} is planned in more than one of {', '.join(map(str, paths))}")
             kept.append({**{k: v for k, v in run.items() if k != "bc"},
                          "attrs": {**run["attrs"], "mocap": str(mocap)}})
+            seen.add(snippet)
         sources.append({"path": str(path), **{k: meta[k] for k in ("seed", "plan_from", "branches") if k in meta}})
     meta = {"planner": first.get("planner"), "lqr": first.get("lqr"), "teacher_runs_from": sources}
     return write_dataset(out_path, kept, meta=meta)
+
 
 def collect(expert_dirs: list[Path | str], out_path: Path | str, trajectories_per_expert: int = 100,
             action_noise_std: float = 0.1, perturbation_trajectories: int = 5, seed: int = 0) -> Path:
