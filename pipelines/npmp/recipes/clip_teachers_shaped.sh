@@ -15,8 +15,10 @@
 # The six chains' planned runs are kept in the repository (data/teachers/clip_chains_shaped.h5, written by
 # `python -m pipelines.npmp teachers`) on the chains' mocap (data/mocap/cmu_turn_chains.h5): planning them again
 # takes about 95 minutes on 2 cores, so it is done only where that file is missing (into WORKDIR/e.h5 and
-# WORKDIR/tree/{f,g,h,i,j}.h5). Then WORKDIR/r.h5 (270 law rollouts per chain, about 25 minutes), r0_s1 (the shipped
-# student distilled on them, 6 minutes) and rK.h5 / rK_s1 per DAgger round (13 minutes each).
+# WORKDIR/tree/{f,g,h,i,j}.h5). Then WORKDIR/r.h5 (270 law rollouts per chain), r0_s1 (the shipped student distilled
+# on them) and rK.h5 / rK_s1 per DAgger round: on 2 cores 17-42 minutes, 6-10 and 13-22 each (runs/s4 and runs/s6,
+# docs/npmp.md). Run nothing else beside it: a distillation beside a relabelling or another distillation ran at
+# 0.2 steps/s here, against 1.0 alone.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 W=${1:?usage: clip_teachers_shaped.sh WORKDIR [ROUNDS] [pairs|all]}
