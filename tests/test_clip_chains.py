@@ -156,6 +156,7 @@ def test_blended_joins_spread_the_jump_and_the_planner_gets_the_same_chain(clips
         ReferenceChain(None, graph, WALK, 40, blend=-1)
 
 
+@pytest.mark.slow
 def test_chains_that_share_their_start_share_their_teacher_there(clips, capsys):
     """``collect --branch``: a chain's LQR law is built around the run of another chain it shares its first frames
     with, replayed to the branch point, then planned on (docs/npmp.md, "The tube a student leaves")."""
@@ -480,6 +481,7 @@ def test_a_dqn_high_level_chooses_clips_through_train_py(clips, capsys):
     assert err.startswith("error:") and "observation groups must be among" in err
 
 
+@pytest.mark.slow
 def test_the_benchmark_plays_a_learned_high_level_on_the_scripted_controllers_episodes(clips, capsys):
     """``--learned RUN``: the run's last policy, greedy, on the same seeded episodes as the scripted controllers
     (``--first-seed``), as long as the run chose among the same clips from the same start on the same primitives."""

@@ -1,5 +1,6 @@
 """svg0 learns: cartpole-balance (dm_control) in a few minutes on one CPU thread, far above a random policy."""
 import numpy as np
+import pytest
 
 import agents
 import envs
@@ -20,6 +21,7 @@ def random_policy_return(env_name, repeat, episodes=3):
     return total / episodes
 
 
+@pytest.mark.slow
 def test_svg0_solves_cartpole_balance(tmp_path):
     """9,000 actor steps (36k simulator steps) with one update per actor step: about 4 minutes on one core.
 

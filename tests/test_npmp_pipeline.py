@@ -33,6 +33,7 @@ def pipeline(tmp_path_factory):
     return work, common
 
 
+@pytest.mark.slow
 def test_all_stages_write_experts_data_primitives_and_report(pipeline):
     work, _ = pipeline
     assert (work / "experts" / TRAIN / "config.json").is_file() and (work / "experts" / HELD_OUT).is_dir()
@@ -72,6 +73,7 @@ def test_lfpc_distillation_and_bad_input(pipeline, capsys):
     assert (work / "lfpc" / "weights.safetensors").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_npmp_agent_trains_on_the_pipeline_primitives(pipeline):
     work, _ = pipeline
     result = subprocess.run(
@@ -124,6 +126,7 @@ def test_mpc_experts_collect_distill_and_evaluate_without_any_training(tmp_path,
 
 
 
+@pytest.mark.slow
 def test_lqr_experts_label_with_the_feedback_law_around_the_planners_run(tmp_path, capsys):
     """--expert-policy lqr: the planner runs once per snippet; the noise-free rollout of its LQR law is the
     planner's own run, and every noisy rollout's labels are the law's commands at the visited states."""
@@ -536,6 +539,7 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     assert "--mocap needs --experts mpc" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_student_that_reads_the_path_is_steered_by_the_reference_it_is_shown(tmp_path, capsys):
     """benchmarks/npmp_steer_student.py: the encoder reads the straight walk or one of its arcs, as the heading error
     picks. With a deadband no error reaches, it is the plain closed-loop student (benchmarks/npmp_noise.py); with
