@@ -34,9 +34,11 @@ from benchmarks.runs import fail, write_json  # noqa: E402
 RESAMPLES = 10_000
 
 
-def interval(values: np.ndarray, statistic, rng: np.random.Generator) -> list[float]:
-    """The 95 % percentile bootstrap interval of ``statistic`` over ``values`` (resampled along axis 0)."""
-    picks = rng.integers(len(values), size=(RESAMPLES, len(values)))
+def interval(values: np.ndarray, statistic, seed: int) -> list[float]:
+    """The 95 % percentile bootstrap interval of ``statistic`` over ``values`` (resampled along axis 0). Every
+    interval draws the same resamples from ``seed``, so a primitives' numbers do not depend on which others are
+    ranked beside it."""
+    picks = np.random.default_rng(seed).integers(len(values), size=(RESAMPLES, len(values)))
     draws = np.array([statistic(values[p]) for p in picks])
     return [round(float(np.percentile(draws, 2.5)), 3), round(float(np.percentile(draws, 97.5)), 3)]
 
@@ -52,7 +54,6 @@ def rank(episodes: dict[str, dict[str, dict]], seed: int = 0) -> dict:
     seeds = sorted(set.intersection(*(set(rows) for rows in episodes.values())), key=int)
     if not seeds:
         raise ValueError("the primitives share no episode (no seed all of them played)")
-    rng = np.random.default_rng(seed)
     table = {name: np.array([[episodes[name][s]["targets_reached"], episodes[name][s]["steps"],
                               episodes[name][s]["fell"]] for s in seeds], dtype=float) for name in names}
     out = {"episodes": len(seeds), "seeds": f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else seeds[0],
@@ -60,13 +61,13 @@ def rank(episodes: dict[str, dict[str, dict]], seed: int = 0) -> dict:
     for name in names:
         t = table[name]
         row = {"targets": int(t[:, 0].sum()), "targets_per_episode": round(float(t[:, 0].mean()), 3),
-               "targets_per_episode_95": interval(t[:, 0], np.mean, rng),
-               "median_steps": float(np.median(t[:, 1])), "median_steps_95": interval(t[:, 1], np.median, rng),
+               "targets_per_episode_95": interval(t[:, 0], np.mean, seed),
+               "median_steps": float(np.median(t[:, 1])), "median_steps_95": interval(t[:, 1], np.median, seed),
                "falls": int(t[:, 2].sum())}
         if name != names[0]:
             d = t[:, :2] - table[names[0]][:, :2]
             for column, label in ((0, "targets"), (1, "steps")):
-                low, high = interval(d[:, column], np.mean, rng)
+                low, high = interval(d[:, column], np.mean, seed)
                 row[f"{label}_minus_reference"] = round(float(d[:, column].mean()), 3)
                 row[f"{label}_minus_reference_95"] = [low, high]
                 row[f"{label}_verdict"] = verdict(low, high)
@@ -91,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             results = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as e:
             fail(f"{path}: not a results file ({str(e).splitlines()[0]})")
+        if not isinstance(results, dict):
+            fail(f"{path}: not a results file (no 'primitives' table)")
         for name, keys in results.get("primitives", {}).items():
             if args.key in keys and name not in held:
                 held[name] = keys[args.key]

@@ -30,6 +30,9 @@ def test_a_paired_gain_is_separated_where_the_totals_alone_overlap():
     assert same["targets_verdict"] == same["steps_verdict"] == "not separated"
     worse = rank({"a": rows(hard, steps), "b": rows(hard, steps - 10)})["primitives"]["b"]
     assert worse["steps_verdict"] == "worse"
+    # a primitives' intervals are the same whichever others are ranked beside it
+    alone = rank({"shipped": rows(hard, steps), "student": rows(hard + (rng.random(200) < 0.15), steps + 5)})
+    assert alone["primitives"]["shipped"] == ranking["primitives"]["shipped"]
 
 
 def test_only_the_shared_seeds_count_and_bad_input_is_one_line(tmp_path, capsys):
@@ -37,11 +40,14 @@ def test_only_the_shared_seeds_count_and_bad_input_is_one_line(tmp_path, capsys)
     results = tmp_path / "r.json"
     results.write_text(json.dumps({"primitives": {"A": {KEY: a}, "B": {KEY: b}}}))
     out = tmp_path / "rank.json"
+    listed = tmp_path / "list.json"
+    listed.write_text("[]")
     assert main(["--results", str(results), "--key", KEY, "--primitives", "A", "B", "--out", str(out)]) == 0
     ranking = json.loads(out.read_text())
     assert ranking["episodes"] == 2 and ranking["primitives"]["B"]["targets_minus_reference"] == -0.5
     for argv, message in ((["--primitives", "A"], "two or more"), (["--primitives", "A", "C"], "no episodes"),
-                          (["--primitives", "A", "B", "--key", "walk"], "no episodes")):
+                          (["--primitives", "A", "B", "--key", "walk"], "no episodes"),
+                          (["--primitives", "A", "B", "--results", str(listed)], "not a results file")):
         with pytest.raises(SystemExit) as stop:
             main(["--results", str(results), "--key", KEY, *argv])
         assert stop.value.code == 2
