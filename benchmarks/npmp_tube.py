@@ -16,7 +16,8 @@ driving closed loop from the clip's first frame, leaves it:
   teach no way back. With ``--handover-by planner`` the collection's planner takes over instead (it plans from the
   state it finds: about 1.8 s per step here).
 With ``--laws`` it reports how many of each law's noisy rollouts in the collection reach the snippet's end
-(``laws``: rollouts, to the end, median steps). With ``--nominals`` it also compares the laws' noise-free runs of
+(``laws``: rollouts, to the end, median steps, the steps of the falls and, on chains, each fall's offset from
+the nearest join). With ``--nominals`` it also compares the laws' noise-free runs of
 the snippets with one another, bin by bin over their common frames (``nominal_gaps``): chains that share their first
 frames but whose teachers part there give a student two labels for what it reads alike.
 Distances are root-mean-square over the proprioceptive state's dimensions, each divided by its spread over the
@@ -65,13 +66,19 @@ def law_rollouts(dataset, snippet: str) -> list[dict]:
     return [dataset.trajectory(snippet, "bc", i) for i in range(int(dataset.attrs[snippet]["trajectories"]))]
 
 
-def law_endings(dataset, snippet: str) -> dict:
+def law_endings(dataset, snippet: str, joins: list[int] | None = None) -> dict:
     """How the law's noisy rollouts in the collection end: how many, how many reach the snippet's end (as long as
-    the noise-free run), and their median steps."""
+    the noise-free run), their median steps and the steps at which the others fell. With a chain's ``joins``
+    (``pipelines.npmp.chains.chain_joins``) also each fall's offset from the nearest join (negative: before it)."""
     frames = len(dataset.trajectory(snippet, "nominal", 0)["actions"])
     steps = [len(rollout["actions"]) for rollout in law_rollouts(dataset, snippet)]
-    return {"frames": frames, "rollouts": len(steps), "to_the_end": sum(n >= frames for n in steps),
-            "median_steps": float(np.median(steps))}
+    falls = sorted(n for n in steps if n < frames)
+    endings = {"frames": frames, "rollouts": len(steps), "to_the_end": sum(n >= frames for n in steps),
+               "median_steps": float(np.median(steps)), "falls": falls}
+    if joins:
+        endings["joins"] = list(joins)
+        endings["falls_from_join"] = [n - min(joins, key=lambda j: abs(j - n)) for n in falls]
+    return endings
 
 
 def nominal_gaps(dataset, snippets: list[str], every: int) -> dict:
@@ -191,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from envs import EnvError
+    from pipelines.npmp.chains import chain_joins
     from pipelines.npmp.data import ConfigError, NPMPDataset
     from priors.npmp import ModuleFileError
 
@@ -218,12 +226,18 @@ def main(argv: list[str] | None = None) -> int:
                   f"{gap['label_difference'][:6]} ... (per {gap['every']} frames)")
     if args.laws:
         laws = results.setdefault("laws", {}).setdefault(str(args.data), {})
-        laws.update({snippet: law_endings(dataset, snippet) for snippet in args.snippets})
+        try:
+            joins = chain_joins(args.mocap)
+        except OSError as e:
+            fail(f"{args.mocap}: {str(e).splitlines()[0]}")
+        laws.update({snippet: law_endings(dataset, snippet, joins.get(snippet)) for snippet in args.snippets})
         save_results(args.results, results)
         for snippet in args.snippets:
             law = laws[snippet]
+            near = (f"; from the nearest of the joins {law['joins']}: {law['falls_from_join']}"
+                    if "joins" in law else "")
             print(f"{args.data}: {snippet}: {law['to_the_end']} of {law['rollouts']} rollouts to the end "
-                  f"({law['frames']} steps), median {law['median_steps']:g}")
+                  f"({law['frames']} steps), median {law['median_steps']:g}, falls at {law['falls']}{near}")
     rows = results.setdefault("primitives", {})
     for primitives in args.primitives:
         for snippet in args.snippets:

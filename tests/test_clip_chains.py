@@ -110,6 +110,10 @@ def test_a_chain_written_for_the_planner_is_the_chain_the_encoder_reads(clips, c
     # (the pieces' own, not differences across a join); at a join only the servos' activations lag the jump
     assert np.median(np.abs(played.states - chain._states), axis=1).max() < 1e-3
     assert np.abs(played.states - chain._states).mean(axis=1).max() < 0.3
+    # the joins the file keeps: where each clip after the first begins in the chain
+    from pipelines.npmp.chains import chain_joins
+    starts = np.cumsum([frames for _, _, frames in chain.segments])[:-1].tolist()
+    assert chain_joins(out) == {"c1": starts} and starts[0] == 40 and chain_joins(clips["walks"]) == {}
     for bad, message in ((f"c2={WALK},{LEFT}", "the first with its frames"), (f"c2={WALK}:40", "two clips"),
                          (f"c2={WALK}:4x,{LEFT}", "whole number"), (f"c2={WALK}:40,09_01-0", "09_01-0 in none")):
         assert npmp_main(["chain", "--mocap", str(clips["walks"]), str(TURNS), "--chain", bad,

@@ -222,6 +222,23 @@ def test_lqr_experts_label_with_the_feedback_law_around_the_planners_run(tmp_pat
     assert "needs --experts mpc" in capsys.readouterr().err
 
 
+def test_the_laws_falls_are_placed_against_the_chain_s_joins():
+    """``npmp_tube.py --laws``: the steps at which a law's noisy rollouts fell, and each one's offset from the
+    nearest join of the chain (negative: before it)."""
+    from benchmarks.npmp_tube import law_endings
+
+    class Rollouts:   # three rollouts of a 50-step chain joined at 20 and 40: falls at 17 and 44, one to the end
+        attrs = {"c": {"trajectories": 3}}
+
+        def trajectory(self, snippet, kind, i):
+            return {"actions": np.zeros((50 if kind == "nominal" else (17, 50, 44)[i], 1))}
+
+    assert law_endings(Rollouts(), "c", joins=[20, 40]) == {"frames": 50, "rollouts": 3, "to_the_end": 1,
+                                                           "median_steps": 44.0, "falls": [17, 44],
+                                                           "joins": [20, 40], "falls_from_join": [-3, 4]}
+    assert "joins" not in law_endings(Rollouts(), "c")
+
+
 @pytest.mark.slow   # about 2.5 minutes alone: collect, distil, evaluate and four relabelling rounds (make test-slow)
 def test_collections_from_another_mocap_file_keep_their_reference_through_distil_and_relabel(tmp_path, capsys):
     """collect --mocap: snippets of a mocap file that is not the shipped one (a walk looped past its clip's end) are
@@ -374,6 +391,7 @@ def test_collections_from_another_mocap_file_keep_their_reference_through_distil
     assert tube_main([*common_tube, "--laws"]) == 0
     law_row = json.loads(tube.read_text())["laws"][str(data)][looped]
     assert law_row["rollouts"] == 1 and law_row["to_the_end"] in (0, 1) and law_row["frames"] > 0
+    assert len(law_row["falls"]) == 1 - law_row["to_the_end"] and "joins" not in law_row   # a snippet, no chain
     for bad in ([], ["--primitives", str(tmp_path / "none")], ["--primitives", str(primitives), "--stay", "0"],
                 ["--primitives", str(primitives), "--snippets", TRAIN],
                 ["--primitives", str(primitives), "--handover-by", "planner"]):

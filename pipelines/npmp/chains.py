@@ -34,6 +34,24 @@ def parse_chain(spec: str) -> tuple[str, list[tuple[str, int | None]]]:
     return name, items
 
 
+def chain_joins(mocap: Path) -> dict[str, list[int]]:
+    """chain -> the frames where each of its clips after the first begins (``write_chains``' segments, kept in the
+    file's ``chain_segments``); the last ``chain_blend`` frames before each join fade into the next clip. Empty for a
+    mocap file of other snippets."""
+    import h5py
+
+    with h5py.File(mocap, "r") as f:
+        rows = [r.decode() if isinstance(r, bytes) else str(r) for r in f.attrs.get("chain_segments", [])]
+    joins = {}
+    for row in rows:
+        name, *segments = row.split()
+        starts = [0]
+        for segment in segments:
+            starts.append(starts[-1] + int(segment.rpartition("+")[2]))
+        joins[name] = starts[1:-1]
+    return joins
+
+
 def write_chains(mocap: list[Path], specs: list[str], out: Path,
                  blend: int = 0) -> dict[str, list[tuple[str, int, int]]]:
     """Write each chain of ``specs`` (module docstring) as a snippet of ``out``, its joins blended over ``blend``
