@@ -238,11 +238,32 @@ def test_chains_that_share_their_start_share_their_teacher_there(clips, capsys):
     (rebuilt,), _ = read_results(again)
     np.testing.assert_array_equal(rebuilt["bc"]["actions"], right["bc"]["actions"])
     np.testing.assert_array_equal(rebuilt["bc"]["states"], right["bc"]["states"])
+    # a run planned again replaces the kept one (``--overlay``: the first input holding it), and a subset is kept
+    # (``--snippets``): the branched run over the kept file's, then the parent alone
+    fresh, replaced = clips["root"] / "fresh.h5", clips["root"] / "replaced.h5"
+    assert npmp_main([*moved, "--snippets", "right", "--data", str(fresh)]) == 0   # planned from its first frame
+    (planned,), _ = read_results(fresh)
+    assert not np.allclose(planned["plan"]["commands"], right["plan"]["commands"])   # apart after the branch
+    for inputs, expected in (([fresh, runs], planned), ([runs, fresh], right)):
+        assert npmp_main(["teachers", *map(str, inputs), "--overlay", "--mocap", str(copy), "--out",
+                          str(replaced)]) == 0
+        by_snippet = {r["snippet"]: r for r in read_results(replaced)[0]}
+        assert sorted(by_snippet) == ["left", "right"]
+        np.testing.assert_array_equal(by_snippet["right"]["plan"]["commands"], expected["plan"]["commands"])
+        replaced.unlink()
+    parent_only = clips["root"] / "parent_only.h5"
+    assert npmp_main(["teachers", str(runs), "--snippets", "left", "--mocap", str(copy), "--out",
+                      str(parent_only)]) == 0
+    (only,), _ = read_results(parent_only)
+    assert only["snippet"] == "left"
+    np.testing.assert_array_equal(only["plan"]["commands"], left["plan"]["commands"])
     capsys.readouterr()
-    for inputs, mocap, message in (([parent], TURNS, "is not the motion"), ([parent, merged], copy, "more than one"),
-                                   ([runs, runs], copy, "more than one")):
+    for inputs, mocap, extra, message in (([parent], TURNS, [], "is not the motion"),
+                                          ([parent, merged], copy, [], "more than one"),
+                                          ([runs, runs], copy, [], "more than one"),
+                                          ([runs], copy, ["--snippets", "left", "up"], "no planner run of up")):
         bad = clips["root"] / "bad_runs.h5"
-        assert npmp_main(["teachers", *map(str, inputs), "--mocap", str(mocap), "--out", str(bad)]) == 2
+        assert npmp_main(["teachers", *map(str, inputs), "--mocap", str(mocap), "--out", str(bad), *extra]) == 2
         assert message in capsys.readouterr().err and not bad.exists()
 
 
@@ -570,7 +591,7 @@ def test_the_reuse_benchmark_runs_the_clip_high_level_with_its_own_settings(tmp_
 
 def test_the_kept_teachers_are_the_shaped_planner_s_runs_on_the_kept_chains(monkeypatch):
     """data/teachers (pipelines/npmp/recipes/clip_teachers_shaped.sh): one planned run per chain the clip primitives
-    are taught (and seven of the ten other sequences), made with heading shaping, naming the kept chains as their
+    are taught and one per each of the ten other sequences, made with heading shaping, naming the kept chains as their
     mocap (a relative path: the recipe runs from the repository's root), each chain's motion the one planned on."""
     from pipelines.npmp.data import plan_of, read_results, same_snippet
 
@@ -578,7 +599,7 @@ def test_the_kept_teachers_are_the_shaped_planner_s_runs_on_the_kept_chains(monk
     chains = "data/mocap/cmu_turn_chains.h5"
     kept = {"data/teachers/clip_chains_shaped.h5": [f"pair{c}" for c in "EFGHIJ"],
             "data/teachers/clip_seqs_shaped.h5": [f"seq{s}" for s in ("LLLL", "LLRL", "LLRR", "LRLL", "LRRR", "RLLL",
-                                                                      "RRLR")]}
+                                                                      "RLRL", "RLRR", "RRLR", "RRRL")]}
     branched = {}
     for path, snippets in kept.items():
         runs, meta = read_results(path)
@@ -589,5 +610,7 @@ def test_the_kept_teachers_are_the_shaped_planner_s_runs_on_the_kept_chains(monk
             plan, _ = plan_of([path], run["snippet"], meta["planner"], chains)
             assert int(plan["stopped_at"]) == -1 and 160 <= len(plan["physics_states"]) <= 220   # to the chain's end
             branched[run["snippet"]] = run["attrs"].get("branch")
-    assert branched["pairF"] == "pairE@12" and branched["pairI"] == "pairG@105" and branched["seqLLRL"] == "pairJ@89"
+    # the branch points whose laws do not fork (docs/npmp.md, "Where the teachers' laws fall")
+    assert branched["pairF"] == "pairE@8" and branched["pairI"] == "pairG@105" and branched["seqLLRL"] == "pairJ@80"
+    assert branched["pairH"] == "pairE@92" and branched["seqRRLR"] == "pairG@130"
     assert same_snippet(chains, chains, "pairE") and not same_snippet(chains, TURNS, "pairE")

@@ -192,6 +192,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     t.add_argument("--mocap", type=Path, required=True,
                    help="the mocap file the runs will name (their snippets' motion checked equal to the one planned on)")
     t.add_argument("--out", type=Path, required=True, help="the new file (the inputs are left as they are)")
+    t.add_argument("--snippets", nargs="+", help="keep only these runs (default: every run of the inputs)")
+    t.add_argument("--overlay", action="store_true",
+                   help="a snippet planned in several inputs is taken from the first that holds it (runs planned "
+                        "again, named before the file they replace)")
     e = sub.add_parser("evaluate", help="one-shot imitation and latent optimisation on training and held-out clips")
     _common(e)
     e.add_argument("--primitives", type=Path, default=ROOT / "data" / "primitives" / "npmp")
@@ -615,7 +619,7 @@ def main(argv=None) -> int:
 
             if args.out.resolve() in {p.resolve() for p in args.inputs}:
                 raise ConfigError(f"--out {args.out} is one of the inputs; write the runs to a new file")
-            written = teacher_runs(args.inputs, args.out, args.mocap)
+            written = teacher_runs(args.inputs, args.out, args.mocap, args.snippets, args.overlay)
             print(f"wrote the planner's runs of {len(args.inputs)} files to {written} "
                   f"({written.stat().st_size / 1e6:.1f} MB)")
         elif args.command == "evaluate":

@@ -901,14 +901,16 @@ def same_snippet(mocap: Path | str, other: Path | str, snippet: str) -> bool:
         np.array_equal(a[k], b[k]) for k in a)
 
 
-def teacher_runs(paths: list[Path | str], out_path: Path | str, mocap: Path | str) -> Path:
+def teacher_runs(paths: list[Path | str], out_path: Path | str, mocap: Path | str,
+                 snippets: list[str] | None = None, overlay: bool = False) -> Path:
     """The planner's runs of LQR collections (``collect --expert-policy lqr``) without their rollouts: what
     ``collect --plan-from`` rebuilds each law from, small enough to keep in the repository (a chain's run is about
     0.55 MB; the collection holding it 7 MB), so that the hours of planning are not repeated on every machine
     (issue 13; pipelines/npmp/recipes/clip_teachers_shaped.sh). The runs must come from one planner and one law,
     and their snippets' motion in ``mocap`` must be the one they were planned on (checked array by array): the
     written runs name ``mocap`` as their mocap file, so a mocap file written again elsewhere may replace a lost
-    one."""
+    one. ``snippets``: only these runs are kept (each must be in some input); with ``overlay`` a snippet planned in
+    several inputs is taken from the first that holds it (a run planned again, put before the file it replaces)."""
     loaded = [read_results(path) for path in paths]
     first = loaded[0][1]
     kept, sources, seen = [], [], set()
@@ -922,6 +924,8 @@ def teacher_runs(paths: list[Path | str], out_path: Path | str, mocap: Path | st
             raise ConfigError(f"{path} holds no planner run (an LQR collection made with --experts mpc "
                               "--expert-policy lqr has one per snippet)")
         for run in runs:
+            if (snippets is not None and run["snippet"] not in snippets) or (overlay and run["snippet"] in seen):
+                continue
             snippet, planned_on = run["snippet"], snippet_mocap(run["attrs"])
             if planned_on is None or not same_snippet(planned_on, mocap, snippet):
                 raise ConfigError(f"{snippet} in {mocap} is not the motion {path} planned it on "
@@ -932,6 +936,9 @@ def teacher_runs(paths: list[Path | str], out_path: Path | str, mocap: Path | st
                          "attrs": {**run["attrs"], "mocap": str(mocap)}})
             seen.add(snippet)
         sources.append({"path": str(path), **{k: meta[k] for k in ("seed", "plan_from", "branches") if k in meta}})
+    missing = sorted(set(snippets or ()) - seen)
+    if missing:
+        raise ConfigError(f"no planner run of {', '.join(missing)} in {', '.join(map(str, paths))}")
     meta = {"planner": first.get("planner"), "lqr": first.get("lqr"), "teacher_runs_from": sources}
     return write_dataset(out_path, kept, meta=meta)
 

@@ -45,6 +45,8 @@ if [ ! -e "$MOCAP" ]; then
 fi
 
 # the planner with heading shaping; each chain's run branches from the run it shares its start with
+# (branch points since 2026-12-02: those whose laws do not fork, docs/npmp.md "Where the teachers' laws fall";
+# the planner is deterministic, so the same branch point plans the same run)
 PLAN="--experts mpc --expert-policy lqr --lqr-set follow_walker=true --planner-set root_orientation_weight=0.2
       --ending fall --trajectories 30 --perturbation-trajectories 3 --action-noise 0.03 --seed 80
       --mocap $MOCAP --processes 1"
@@ -61,7 +63,7 @@ if [ -e "$TEACHERS" ]; then
   PLANS="$TEACHERS"
 else
   plan "$W/e.h5" pairE
-  plan "$W/tree/f.h5" pairF "$W/e.h5" pairF=pairE:12 & plan "$W/tree/h.h5" pairH "$W/e.h5" pairH=pairE:101 &
+  plan "$W/tree/f.h5" pairF "$W/e.h5" pairF=pairE:8 & plan "$W/tree/h.h5" pairH "$W/e.h5" pairH=pairE:92 &
   plan "$W/tree/j.h5" pairJ "$W/e.h5" pairJ=pairE:55; wait
   plan "$W/tree/g.h5" pairG "$W/tree/f.h5" pairG=pairF:71
   plan "$W/tree/i.h5" pairI "$W/tree/g.h5" pairI=pairG:105
@@ -82,9 +84,9 @@ if [ "$SET" = all ]; then
     if [ ! -e "$W/seqs.h5" ]; then
       say "plan the ten other sequences -> $W/seqs.h5"
       $PY -m pipelines.npmp collect ${PLAN/--processes 1/--processes 2} --plan-from $PLANS $KEPT \
-        --branch seqLLLL=pairJ:123 --branch seqLLRL=pairJ:89 --branch seqLLRR=pairJ:89 --branch seqLRLL=pairH:147 \
+        --branch seqLLLL=pairJ:123 --branch seqLLRL=pairJ:80 --branch seqLLRR=pairJ:80 --branch seqLRLL=pairH:147 \
         --branch seqLRRR=pairE:135 --branch seqRLLL=pairF:151 --branch seqRLRL=pairF:117 \
-        --branch seqRLRR=pairF:117 --branch seqRRLR=pairG:151 --branch seqRRRL=pairG:105 \
+        --branch seqRLRR=pairF:117 --branch seqRRLR=pairG:130 --branch seqRRRL=pairG:105 \
         --snippets $SEQS --data "$W/seqs.h5"
     fi
     SEQ_TEACHERS="$W/seqs.h5"
