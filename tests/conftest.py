@@ -9,6 +9,21 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 
+def pytest_configure(config):
+    """Importing arviz writes a once-a-day stamp by renaming a fixed temporary file; two xdist workers importing it
+    at once on a machine without today's stamp race on that file and one fails to collect (seen on a fresh machine,
+    2026-12-02). The controller, which configures before the workers start, imports it first and writes the stamp."""
+    if not hasattr(config, "workerinput"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            try:
+                import arviz  # noqa: F401
+            except ImportError:   # the dev extras are not installed: the tests that need arviz say so themselves
+                pass
+
+
 def run_cli(*args, timeout=300, **kwargs):
     """Run ``python train.py ARGS`` from the repository root; returns the CompletedProcess."""
     return subprocess.run([sys.executable, str(ROOT / "train.py"), *map(str, args)], cwd=ROOT, capture_output=True,
