@@ -73,7 +73,7 @@ def law_endings(dataset, snippet: str, joins: list[int] | None = None) -> dict:
     frames = len(dataset.trajectory(snippet, "nominal", 0)["actions"])
     steps = [len(rollout["actions"]) for rollout in law_rollouts(dataset, snippet)]
     falls = sorted(n for n in steps if n < frames)
-    endings = {"frames": frames, "rollouts": len(steps), "to_the_end": sum(n >= frames for n in steps),
+    endings = {"frames": frames, "rollouts": len(steps), "to_the_end": len(steps) - len(falls),
                "median_steps": float(np.median(steps)), "falls": falls}
     if joins:
         endings["joins"] = list(joins)

@@ -44,7 +44,7 @@ def chain_joins(mocap: Path) -> dict[str, list[int]]:
         rows = [r.decode() if isinstance(r, bytes) else str(r) for r in f.attrs.get("chain_segments", [])]
     joins = {}
     for row in rows:
-        name, *segments = row.split()
+        name, *segments = row.split()   # "NAME CLIP@FIRST+FRAMES ...", as write_chains writes it
         starts = [0]
         for segment in segments:
             starts.append(starts[-1] + int(segment.rpartition("+")[2]))
