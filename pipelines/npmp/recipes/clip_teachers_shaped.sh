@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # The clip primitives' teachers planned with heading shaping, their rollouts, and a student continued from the
-# shipped clip primitives with DAgger rounds (issue 13; docs/npmp.md, "The teachers spin at the joins").
+# clip primitives in INIT (default data/primitives/npmp-clips) with DAgger rounds (issue 13; docs/npmp.md, "The
+# teachers spin at the joins", "Students of the re-planned teachers"). The shipped set is this recipe's r4_s1,
+# continued from the set shipped before it; to make it again, write that set out first (git show
+# 96ce070:data/primitives/npmp-clips/meta.json and .../weights.safetensors into a directory D) and pass INIT=D.
 # Resumable: every stage whose output exists is skipped, and collect/relabel keep their finished snippets, so
 # running it again after a stop continues where it stopped.
 #
 #   pipelines/npmp/recipes/clip_teachers_shaped.sh WORKDIR [ROUNDS] [pairs|all]
 #
-# ROUNDS: DAgger rounds (default 3). pairs (the default): the six chains pairE-pairJ, as the shipped clip primitives;
+# ROUNDS: DAgger rounds (default 4, as the shipped set, halved with `python -m pipelines.npmp half`).
+# pairs (the default): the six chains pairE-pairJ, as the shipped clip primitives;
 # all: the ten other sequences of four turns too (seqLLLL-seqRRRL, kept in data/teachers/clip_seqs_shaped.h5, each
 # branched from the pair it shares the most turns with; where that file lacks some, all ten are collected into
 # WORKDIR/seqs.h5, the kept runs used as they are and the missing ones planned).
@@ -22,10 +26,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 W=${1:?usage: clip_teachers_shaped.sh WORKDIR [ROUNDS] [pairs|all]}
-ROUNDS=${2:-3}
+ROUNDS=${2:-4}
 SET=${3:-pairs}
 case "$SET" in pairs|all) ;; *) echo "error: the chains are 'pairs' or 'all', got '$SET'"; exit 2;; esac
 PY=${PYTHON:-.venv/bin/python}
+INIT=${INIT:-data/primitives/npmp-clips}
+[ -e "$INIT/meta.json" ] || { echo "error: no primitives in INIT=$INIT"; exit 2; }
 mkdir -p "$W/tree"
 say() { echo "[$(date +%H:%M:%S)] $*"; }
 
@@ -109,7 +115,7 @@ distilled() {   # a distillation saves every 500 steps: only the last save is th
 DISTILL="--snippets $C --distill-steps 600 --lr 3e-4 --lr-schedule cosine --windows snippets --seed 1"
 if ! distilled "$W/r0_s1"; then
   say distill r0_s1
-  $PY -m pipelines.npmp distill --data "$W/r.h5" --init data/primitives/npmp-clips $DISTILL --out "$W/r0_s1"
+  $PY -m pipelines.npmp distill --data "$W/r.h5" --init "$INIT" $DISTILL --out "$W/r0_s1"
 fi
 data="$W/r.h5"
 for k in $(seq 1 "$ROUNDS"); do
