@@ -15,6 +15,12 @@ the same targets, start and noise stream, so the episodes' own difficulty cancel
 
     python benchmarks/npmp_rank.py --results R.json --key "nearest, blend 7, lead 63, noise 0.02" \\
         --primitives data/primitives/npmp-clips runs/s7/student
+
+``--by-sequence CHAINS.h5`` (a chains file of ``python -m pipelines.npmp chain``, e.g.
+data/mocap/cmu_turn_chains.h5) also splits each primitives' episodes by the chain whose clips their first segments
+follow, and by whether the primitives were taught that chain (its name among the clips in their meta.json): where
+they fall depends on whether they were shown the sequence of clips the high level chose (docs/npmp.md, "Falls
+where the sequence was never taught").
 """
 from __future__ import annotations
 
@@ -75,6 +81,52 @@ def rank(episodes: dict[str, dict[str, dict]], seed: int = 0) -> dict:
     return out
 
 
+def read_chains(path: Path) -> dict[str, tuple[str, ...]]:
+    """Chain name -> its segments' clips, from a chains file's ``chain_segments`` ("NAME CLIP@FIRST+FRAMES ...")."""
+    import h5py
+    try:
+        with h5py.File(path, "r") as f:
+            lines = [str(line.decode() if isinstance(line, bytes) else line) for line in f.attrs["chain_segments"]]
+    except (OSError, KeyError) as e:
+        raise ValueError(f"{path}: not a chains file ({str(e).splitlines()[0]})") from None
+    return {name: tuple(segment.split("@")[0] for segment in segments)
+            for name, *segments in (line.split() for line in lines)}
+
+
+def taught_chains(primitives: str) -> set[str] | None:
+    """The chains named among the clips a primitives directory was taught (its meta.json); None where it has no
+    readable meta.json (a results file may name primitives that are not on this machine)."""
+    try:
+        return set(json.loads((Path(primitives) / "meta.json").read_text())["clips"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def by_sequence(rows: dict[str, dict], chains: dict[str, tuple[str, ...]], taught: set[str] | None) -> dict:
+    """Episodes grouped by the chain their first segments follow: per chain and per class (taught, untaught, short:
+    fewer segments than a chain has, unknown where ``taught`` is None): episodes, targets, median steps upright,
+    and falls before the chain's segments end."""
+    length = max(len(clips) for clips in chains.values())
+    named = {clips: name for name, clips in chains.items()}
+    groups: dict[str, dict[str, list]] = {"chains": {}, "classes": {}}
+    for row in rows.values():
+        segments = row["chain"]
+        clips = tuple(clip for clip, _, _ in segments[:length])
+        name = named.get(clips) if len(clips) == length else None
+        cls = "short" if len(clips) < length else "unknown" if taught is None else \
+            "taught" if name in taught else "untaught"
+        within = row["fell"] and row["steps"] < sum(frames for _, _, frames in segments[:length])
+        for table, key in ((groups["chains"], name or ("short" if cls == "short" else "other")),
+                           (groups["classes"], cls)):
+            table.setdefault(key, []).append((row["targets_reached"], row["steps"], within))
+    summary = lambda episodes: {"episodes": len(episodes), "targets": int(sum(e[0] for e in episodes)),
+                                "median_steps": float(np.median([e[1] for e in episodes])),
+                                "falls_within": int(sum(e[2] for e in episodes))}
+    return {table: {key: summary(episodes) for key, episodes in sorted(groups[table].items(),
+                                                                       key=lambda kv: -len(kv[1]))}
+            for table in groups}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--results", type=Path, nargs="+", required=True,
@@ -83,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--key", required=True, help="the controller and variant, as the results files name it")
     p.add_argument("--primitives", nargs="+", required=True, help="two or more; the first is the reference")
     p.add_argument("--out", type=Path, help="also write the ranking here (JSON)")
+    p.add_argument("--by-sequence", type=Path, metavar="CHAINS.h5",
+                   help="also split each primitives' episodes by the chain their first segments follow and by "
+                        "whether the primitives were taught it (module docstring)")
     args = p.parse_args(argv)
     if len(args.primitives) < 2:
         fail("need two or more --primitives: the first is the reference the others are paired against")
@@ -105,6 +160,15 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         fail(str(e))
     ranking["key"] = args.key
+    if args.by_sequence:
+        try:
+            chains = read_chains(args.by_sequence)
+            shared = set.intersection(*(set(held[name]) for name in args.primitives))
+            for name in args.primitives:
+                ranking["primitives"][name]["by_sequence"] = by_sequence(
+                    {s: held[name][s] for s in shared}, chains, taught_chains(name))
+        except (ValueError, KeyError, TypeError) as e:
+            fail(f"--by-sequence: {str(e).splitlines()[0]}")
     for name, row in ranking["primitives"].items():
         line = (f"{name}: {row['targets']} targets in {ranking['episodes']} episodes "
                 f"({row['targets_per_episode']} per episode, 95 % {row['targets_per_episode_95']}), median "
@@ -114,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
                      f"{row['targets_minus_reference_95']} ({row['targets_verdict']}), steps "
                      f"{row['steps_minus_reference']:+} {row['steps_minus_reference_95']} ({row['steps_verdict']})")
         print(line, flush=True)
+        for cls, part in row.get("by_sequence", {}).get("classes", {}).items():
+            print(f"  {cls}: {part['episodes']} episodes, {part['targets']} targets, median {part['median_steps']} "
+                  f"steps upright, {part['falls_within']} fall before the chain's end", flush=True)
     if args.out:
         write_json(args.out, ranking)
     return 0

@@ -53,3 +53,36 @@ def test_only_the_shared_seeds_count_and_bad_input_is_one_line(tmp_path, capsys)
         assert stop.value.code == 2
         err = capsys.readouterr().err
         assert err.startswith("error:") and message in err and err.count("\n") == 1
+
+
+def test_by_sequence_splits_episodes_by_the_chain_they_walked_and_whether_it_was_taught(tmp_path, capsys):
+    import h5py
+    chains = tmp_path / "chains.h5"
+    with h5py.File(chains, "w") as f:
+        f.attrs["chain_segments"] = ["pairA L@0+20 L@20+40 R@17+40", "seqB L@0+20 R@4+50 R@29+30"]
+    taught = tmp_path / "taught"
+    taught.mkdir()
+    (taught / "meta.json").write_text(json.dumps({"clips": ["pairA"]}))
+    walked = {"50000": ([["L", 0, 20], ["L", 20, 40], ["R", 17, 40], ["L", 17, 40]], 150, 1),   # pairA, past its end
+              "50001": ([["L", 0, 20], ["R", 4, 50], ["R", 29, 30]], 60, 0),                  # seqB, falls within
+              "50002": ([["L", 0, 20], ["R", 4, 50], ["R", 29, 30]], 100, 1),                 # seqB, to its end
+              "50003": ([["L", 0, 20], ["L", 20, 40]], 25, 0)}                                 # too short to tell
+    episodes = {seed: {"targets_reached": t, "steps": s, "fell": True, "chain": c} for seed, (c, s, t) in walked.items()}
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps({"primitives": {str(taught): {KEY: episodes}, "elsewhere": {KEY: episodes}}}))
+    out = tmp_path / "rank.json"
+    assert main(["--results", str(results), "--key", KEY, "--primitives", str(taught), "elsewhere",
+                 "--by-sequence", str(chains), "--out", str(out)]) == 0
+    split = json.loads(out.read_text())["primitives"]
+    classes = split[str(taught)]["by_sequence"]["classes"]
+    assert classes["taught"] == {"episodes": 1, "targets": 1, "median_steps": 150.0, "falls_within": 0}
+    assert classes["untaught"] == {"episodes": 2, "targets": 1, "median_steps": 80.0, "falls_within": 1}
+    assert classes["short"]["episodes"] == 1 and set(split[str(taught)]["by_sequence"]["chains"]) == \
+        {"pairA", "seqB", "short"}
+    # primitives without a meta.json here: which chain is known, whether it was taught is not
+    assert set(split["elsewhere"]["by_sequence"]["classes"]) == {"unknown", "short"}
+    assert "untaught: 2 episodes" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as stop:
+        main(["--results", str(results), "--key", KEY, "--primitives", str(taught), "elsewhere",
+              "--by-sequence", str(results)])
+    assert stop.value.code == 2 and capsys.readouterr().err.startswith("error: --by-sequence:")
