@@ -42,27 +42,6 @@ if [ ! -e "$W/qm.h5" ]; then
   $PY -m pipelines.npmp merge "$W/r$P.h5" "$W/q.h5" --mixed-rounds --out "$W/qm.h5"
 fi
 
-distilled() {   # a distillation saves every 500 steps: only the last save is the whole run
-  $PY -c "import json, sys; sys.exit(json.load(open('$1/meta.json')).get('steps') != 600)" 2>/dev/null
-}
-DISTILL="--snippets $PAIRS $SEQS --distill-steps 600 --lr 3e-4 --lr-schedule cosine --windows snippets --seed 1"
-if ! distilled "$W/q0_s1"; then
-  say distill q0_s1
-  $PY -m pipelines.npmp distill --data "$W/qm.h5" --init "$W/r${P}_s1" $DISTILL --out "$W/q0_s1"
-fi
-data="$W/qm.h5"
-for k in $(seq 1 "$ROUNDS"); do
-  prev="$W/q$((k - 1))_s1"
-  if [ ! -e "$W/q$k.h5" ]; then
-    say "relabel round $k"
-    $PY -m pipelines.npmp relabel --data "$data" --primitives "$prev" --out "$W/q$k.h5" --snippets $PAIRS $SEQS \
-      --labeller collected --ending fall --trajectories "$RELABELLED" --action-noise 0.03 --processes 2 \
-      --seed $((710 + k))
-  fi
-  if ! distilled "$W/q${k}_s1"; then
-    say "distill q${k}_s1"
-    $PY -m pipelines.npmp distill --data "$W/q$k.h5" --init "$prev" $DISTILL --out "$W/q${k}_s1"
-  fi
-  data="$W/q$k.h5"
-done
+. pipelines/npmp/recipes/dagger_rounds.sh
+dagger_rounds "$W" q "$W/qm.h5" "$W/r${P}_s1" "$ROUNDS" "$RELABELLED" 710 $PAIRS $SEQS
 say done

@@ -109,26 +109,6 @@ if [ ! -e "$W/r.h5" ]; then
     --mocap "$MOCAP" --data "$W/r.h5" --snippets $C
 fi
 
-distilled() {   # a distillation saves every 500 steps: only the last save is the whole run
-  $PY -c "import json, sys; sys.exit(json.load(open('$1/meta.json')).get('steps') != 600)" 2>/dev/null
-}
-DISTILL="--snippets $C --distill-steps 600 --lr 3e-4 --lr-schedule cosine --windows snippets --seed 1"
-if ! distilled "$W/r0_s1"; then
-  say distill r0_s1
-  $PY -m pipelines.npmp distill --data "$W/r.h5" --init "$INIT" $DISTILL --out "$W/r0_s1"
-fi
-data="$W/r.h5"
-for k in $(seq 1 "$ROUNDS"); do
-  prev="$W/r$((k - 1))_s1"
-  if [ ! -e "$W/r$k.h5" ]; then
-    say "relabel round $k"
-    $PY -m pipelines.npmp relabel --data "$data" --primitives "$prev" --out "$W/r$k.h5" --snippets $C \
-      --labeller collected --ending fall --trajectories 25 --action-noise 0.03 --processes 2 --seed $((610 + k))
-  fi
-  if ! distilled "$W/r${k}_s1"; then
-    say "distill r${k}_s1"
-    $PY -m pipelines.npmp distill --data "$W/r$k.h5" --init "$prev" $DISTILL --out "$W/r${k}_s1"
-  fi
-  data="$W/r$k.h5"
-done
+. pipelines/npmp/recipes/dagger_rounds.sh
+dagger_rounds "$W" r "$W/r.h5" "$INIT" "$ROUNDS" 25 610 $C
 say done
