@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The clip primitives' teachers planned with heading shaping, their rollouts, and a student continued from the
 # clip primitives in INIT (default data/primitives/npmp-clips) with DAgger rounds (issue 13; docs/npmp.md, "The
-# teachers spin at the joins", "Students of the re-planned teachers"). The shipped set is this recipe's r4_s1,
-# continued from the set shipped before it; to make it again, write that set out first (git show
-# 96ce070:data/primitives/npmp-clips/meta.json and .../weights.safetensors into a directory D) and pass INIT=D.
+# teachers spin at the joins", "Students of the re-planned teachers"). The set shipped on 2026-12-02 is this
+# recipe's r4_s1, continued from the set shipped before it (git show 96ce070:data/primitives/npmp-clips/meta.json
+# and .../weights.safetensors into a directory D, INIT=D). The set shipped since 2026-12-03 continues this recipe's
+# r3_s1 (run with INIT = the 2026-12-02 set, git show f4d304f:...) in clip_teachers_seqs.sh W 3 1: its q1_s1.
 # Resumable: every stage whose output exists is skipped, and collect/relabel keep their finished snippets, so
 # running it again after a stop continues where it stopped.
 #
