@@ -19,8 +19,8 @@ the same targets, start and noise stream, so the episodes' own difficulty cancel
 ``--by-sequence CHAINS.h5`` (a chains file of ``python -m pipelines.npmp chain``, e.g.
 data/mocap/cmu_turn_chains.h5) also splits each primitives' episodes by the chain whose clips their first segments
 follow, and by whether the primitives were taught that chain (its name among the clips in their meta.json): where
-they fall depends on whether they were shown the sequence of clips the high level chose (docs/npmp.md, "Falls
-where the sequence was never taught").
+they fall depends on whether they were shown the sequence of clips the high level chose (docs/npmp.md, "Three
+more DAgger rounds from the shipped set").
 """
 from __future__ import annotations
 
