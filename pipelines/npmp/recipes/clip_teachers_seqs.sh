@@ -2,8 +2,9 @@
 # The clip primitives continued on all sixteen sequences of four turns (issue 13; docs/npmp.md, "Three more DAgger
 # rounds from the shipped set", "All sixteen sequences taught"). Under the scripted `nearest` choice on `humanoid`,
 # 249 of 400 episodes walked a sequence of four turns that is none of the six pairs the set then shipped was
-# taught, and those episodes fell within their four turns almost always; this recipe adds the ten other sequences' teachers (kept in
-# data/teachers/clip_seqs_shaped.h5) to a student that clip_teachers_shaped.sh made on the six pairs. The shipped
+# taught, and those episodes fell within their four turns almost always; this recipe adds the ten other
+# sequences' teachers (kept in data/teachers/clip_seqs_shaped.h5) to a student that clip_teachers_shaped.sh made on
+# the six pairs. The shipped
 # clip primitives (since 2026-12-03) are q1_s1 of `clip_teachers_seqs.sh W 3 1`, after
 # `INIT=D clip_teachers_shaped.sh W 3` with D the set shipped on 2026-12-02 (git show f4d304f:data/primitives/
 # npmp-clips/meta.json and .../weights.safetensors); a second round (q2_s1) was not better (docs/npmp.md).
