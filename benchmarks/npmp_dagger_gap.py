@@ -91,10 +91,19 @@ def last_round(path: Path, edge: int, only: list[str] | None = None, required: b
             "per_episode": episodes}
 
 
-def training_fit(path: Path, primitives: Path, edge: int, only: list[str] | None = None) -> dict:
+def spread(indices: list[int], at_most: int | None) -> list[int]:
+    """At most ``at_most`` of ``indices`` (all where None), evenly spread over them, first and last included."""
+    if at_most is None or len(indices) <= at_most:
+        return indices
+    return [indices[int(i)] for i in np.linspace(0, len(indices) - 1, at_most).round()]
+
+
+def training_fit(path: Path, primitives: Path, edge: int, only: list[str] | None = None,
+                 per_part: int | None = None) -> dict:
     """The primitives' squared error against the stored labels of ``path`` (module docstring), per part of the
     data: ``collected`` (the expert's own noisy rollouts), ``earlier rounds`` and ``last round`` (DAgger episodes);
-    medians over each part's episodes of ``episode_gaps``."""
+    medians over each part's episodes of ``episode_gaps`` (at most ``per_part`` episodes per snippet and part,
+    ``spread``: every episode is one closed-loop pass of the encoder, about 0.3 s)."""
     import torch
 
     from agents.config import ConfigError
@@ -113,14 +122,15 @@ def training_fit(path: Path, primitives: Path, edge: int, only: list[str] | None
             in_last = bool(rounds) and snippet in (rounds[-1].get("snippets") or dataset.snippets)
             last_start = total - int(rounds[-1]["trajectories"]) if in_last else total
             reference = reference_playback(snippet, ref_path=snippet_mocap(dataset.attrs[snippet]))
-            for index in range(total):
-                t = dataset.trajectory(snippet, "bc", index)
-                actor = primitives_actor(model, snippet, reference=reference)
-                with torch.no_grad():
-                    commands = np.stack([actor(step, state) for step, state in enumerate(t["states"][:-1])])
-                part = ("collected" if index < collected else "last round" if index >= last_start
-                        else "earlier rounds")
-                parts[part].append({"snippet": snippet, **episode_gaps(commands, t["mean_actions"], edge)})
+            chosen = {"collected": range(collected), "earlier rounds": range(collected, last_start),
+                      "last round": range(last_start, total)}
+            for part, indices in chosen.items():
+                for index in spread(list(indices), per_part):
+                    t = dataset.trajectory(snippet, "bc", index)
+                    actor = primitives_actor(model, snippet, reference=reference)
+                    with torch.no_grad():
+                        commands = np.stack([actor(step, state) for step, state in enumerate(t["states"][:-1])])
+                    parts[part].append({"snippet": snippet, **episode_gaps(commands, t["mean_actions"], edge)})
     except (ConfigError, ModuleFileError, ValueError) as e:
         fail(f"{path}: {e}")
     return {name: {"episodes": len(rows), **({f"median_{key}": float(np.nanmedian([r[key] for r in rows]))
@@ -137,10 +147,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="the gap whose first excess is counted back from the episode's end (parts_before_end)")
     p.add_argument("--fit", type=Path, metavar="PRIMITIVES",
                    help="also: these primitives' error on each part of the data's stored labels (module docstring)")
+    p.add_argument("--per-part", type=int, metavar="N",
+                   help="--fit: at most N episodes per snippet of each part, evenly spread (default: every episode)")
     p.add_argument("--results", type=Path, help="also write the numbers here (JSON)")
     args = p.parse_args(argv)
     if args.edge < 1 or not args.over > 0:
         fail(f"--edge must be >= 1 and --over > 0, got {args.edge} and {args.over}")
+    if args.per_part is not None and args.per_part < 1:
+        fail(f"--per-part must be >= 1, got {args.per_part}")
     missing = [str(d) for d in args.data if not d.is_file()]
     if missing:
         fail(f"no such data file: {', '.join(missing)}")
@@ -160,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.fit}: squared error against the stored labels of its training data (median over episodes; "
               f"first / middle / last {args.edge} steps)")
         for path in args.data:
-            fits[str(path)] = fit = training_fit(path, args.fit, args.edge, args.snippets)
+            fits[str(path)] = fit = training_fit(path, args.fit, args.edge, args.snippets, args.per_part)
             for part, r in fit.items():
                 if r["episodes"]:
                     print(f"{path}, {part}: {r['episodes']} episodes of a median {r['median_steps']:.0f} steps: "

@@ -394,3 +394,41 @@ def test_windows_per_snippet_draw_each_snippet_equally_often():
     per_snippet = store.windows(draws, 5, torch.Generator().manual_seed(0), per_snippet=True)
     assert abs((store.owner[by_steps.which] == 0).float().mean().item() - 0.1) < 0.02
     assert abs((store.owner[per_snippet.which] == 0).float().mean().item() - 0.5) < 0.03
+
+
+def test_trajectory_weights_draw_a_trajectory_that_many_times_as_often():
+    """Three equal trajectories, the last weighed 4: a third of the draws would come from it uniformly, 4/6 with the
+    weights; per snippet, the weight acts inside the snippet only."""
+    lengths = [np.full(2, 20), np.array([20])]
+    arrays = {"lengths": lengths, "states": [np.zeros((int(n.sum() + len(n)), 3), np.float32) for n in lengths],
+              "mean_actions": [np.zeros((int(n.sum()), 2), np.float32) for n in lengths]}
+    store = data._Trajectories(arrays, torch.device("cpu"))
+    draws, weights = 6000, torch.tensor([1.0, 4.0, 1.0])
+    weighed = store.windows(draws, 5, torch.Generator().manual_seed(0), weights=weights)
+    assert abs((weighed.which == 1).float().mean().item() - 4 / 6) < 0.02
+    per_snippet = store.windows(draws, 5, torch.Generator().manual_seed(0), per_snippet=True, weights=weights)
+    assert abs((per_snippet.which == 1).float().mean().item() - 0.5 * 4 / 5) < 0.02
+    assert abs((per_snippet.which == 2).float().mean().item() - 0.5) < 0.02
+
+
+def test_relabelled_episodes_are_each_snippets_last_and_can_be_weighed(collected, tmp_path):
+    """A snippet's last ``relabelled_trajectories`` bc episodes are DAgger's (the student's states, relabelled);
+    ``sample_bc(relabelled_weight=...)`` draws them more often, and a weight that is not positive is refused."""
+    import shutil
+
+    from pipelines.npmp.distill import DistillConfig
+
+    _, path = collected
+    rounds = tmp_path / "rounds.h5"
+    shutil.copy(path, rounds)
+    with h5py.File(rounds, "r+") as f:   # as a DAgger round leaves it: the first snippet's last episode appended
+        f[SNIPPETS[0]].attrs["trajectories"] = TRAJECTORIES - 1
+        f[SNIPPETS[0]].attrs["relabelled_trajectories"] = 1
+    dataset = NPMPDataset(rounds)
+    assert dataset.relabelled().tolist() == [False] * (TRAJECTORIES - 1) + [True] + [False] * TRAJECTORIES
+    batch = dataset.sample_bc(8, 3, torch.Generator().manual_seed(0), relabelled_weight=3.0)
+    assert batch.states.shape[:2] == (8, 3 + LOOKAHEAD)
+    with pytest.raises(ValueError, match="relabelled_weight must be > 0"):
+        DistillConfig(relabelled_weight=0.0).validate()
+    with pytest.raises(ValueError, match="weighs the BC rollouts"):
+        DistillConfig(scheme="lfpc", relabelled_weight=2.0).validate()

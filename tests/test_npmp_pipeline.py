@@ -649,3 +649,13 @@ def test_a_student_that_reads_the_path_is_steered_by_the_reference_it_is_shown(t
         with pytest.raises(SystemExit) as exit_:
             steer_main([*common, *bad])
         assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_fit_reads_at_most_the_asked_episodes_spread_over_each_part():
+    """npmp_dagger_gap --fit --per-part N: every episode is a closed-loop pass of the encoder, so N of a part's
+    episodes are read, evenly spread from its first to its last; a part with fewer is read whole."""
+    from benchmarks.npmp_dagger_gap import spread
+
+    assert spread(list(range(10, 20)), 3) == [10, 14, 19]   # linspace 0, 4.5, 9 rounded half to even
+    assert spread([4, 5], 3) == [4, 5] and spread([4, 5], None) == [4, 5]
+    assert len(set(spread(list(range(270)), 6))) == 6

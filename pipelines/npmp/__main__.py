@@ -111,6 +111,10 @@ def _distill_args(p):
     p.add_argument("--windows", choices=("steps", "snippets"), default="steps",
                    help="how BC windows are drawn: uniformly over all steps, or each snippet equally often (snippets "
                         "with little data beside others with many DAgger rounds)")
+    p.add_argument("--relabelled-weight", type=float, default=1.0,
+                   help="draw the steps of the episodes DAgger rounds appended (the student's own states, relabelled "
+                        "by the expert) this many times as often as the expert's rollouts (default 1: uniformly; "
+                        "docs/npmp.md, \"The student's own states weighed\")")
     p.add_argument("--init", type=Path, default=None,
                    help="primitives to continue training from (e.g. after a DAgger round); their model settings win")
     p.add_argument("--latent-dim", type=int, default=60)
@@ -429,6 +433,8 @@ def distill(args) -> Path:
 
     if not args.data.is_file():
         raise ModuleFileError(f"no NPMP data at {args.data} (run `python -m pipelines.npmp collect`)")
+    if not args.relabelled_weight > 0:   # before the data is read
+        raise ConfigError(f"--relabelled-weight must be > 0, got {args.relabelled_weight}")
     if args.snippets is None or args.held_out is None:   # the split the data was collected with
         collected = NPMPDataset(args.data)
         args.held_out = args.held_out if args.held_out is not None else list(collected.meta.get("held_out", []))
@@ -486,7 +492,8 @@ def distill(args) -> Path:
                                   lookahead_source=args.lookahead, path_offsets=path_offsets,
                                   far_offsets=far_offsets)
     config = DistillConfig(scheme=args.scheme, steps=args.distill_steps, batch=args.batch, lr=args.lr,
-                           lr_schedule=args.lr_schedule, windows=args.windows, seed=args.seed)
+                           lr_schedule=args.lr_schedule, windows=args.windows,
+                           relabelled_weight=args.relabelled_weight, seed=args.seed)
     # clips of another mocap file than the shipped one (looped walks): evaluate reads their reference there
     mocaps = {s: m for s in dataset.snippets if (m := snippet_mocap(dataset.attrs[s]))}
     # one distillation per primitives directory; the lock lies beside it, since saving replaces the directory

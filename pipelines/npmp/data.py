@@ -990,16 +990,18 @@ class _Trajectories:
         self.device = device
 
     def windows(self, batch: int, length: int, generator: torch.Generator | None,
-                per_snippet: bool = False) -> Windows:
+                per_snippet: bool = False, weights: torch.Tensor | None = None) -> Windows:
         """Gather [B, length + K] states, [B, length] per-step arrays and the mask (module docstring). Windows start
         at any valid step with the same probability, or with ``per_snippet`` each snippet's windows are drawn
-        equally often (a few snippets with little data, e.g. arcs beside walks with many DAgger rounds)."""
+        equally often (a few snippets with little data, e.g. arcs beside walks with many DAgger rounds).
+        ``weights`` [trajectories]: each trajectory's steps drawn that many times as often (within its snippet,
+        with ``per_snippet``)."""
         if batch < 1 or length < 1:
             raise ConfigError(f"batch and length must be >= 1, got {batch} and {length}")
         valid = (self.lengths - LOOKAHEAD + 1).clamp(min=0)  # steps t with s_{t..t+K} in the trajectory
         if valid.sum() == 0:
             raise ConfigError(f"no trajectory has more than lookahead = {LOOKAHEAD} steps")
-        weights = valid.double()
+        weights = valid.double() * (1.0 if weights is None else weights.double().cpu())
         if per_snippet:
             per_owner = torch.zeros(int(self.owner.max()) + 1, dtype=torch.double).index_add_(0, self.owner, weights)
             weights = weights / per_owner[self.owner].clamp(min=1.0)
@@ -1106,14 +1108,18 @@ class NPMPDataset:
         return self
 
     def sample_bc(self, batch: int, length: int, generator: torch.Generator | None = None,
-                  device: torch.device | str | None = None, per_snippet: bool = False) -> Batch:
+                  device: torch.device | str | None = None, per_snippet: bool = False,
+                  relabelled_weight: float = 1.0) -> Batch:
         """Noisy-rollout subsequences (eq 8.4 inside eq 8.3): states [B, length + K, S], the expert's mean actions
         [B, length, A] and mask [B, length]; positions past a trajectory's end are zeros with mask 0. ``device``:
         where the tensors go (the data moves there once); the generator may live on the CPU or that device;
-        ``per_snippet`` as in ``_Trajectories.windows``."""
+        ``per_snippet`` as in ``_Trajectories.windows``; ``relabelled_weight``: the steps of the episodes DAgger
+        rounds appended (the student's own states, relabelled) are drawn that many times as often as the
+        expert's."""
         if device is not None:
             self.to(device)
-        w = self.bc.windows(batch, length, generator, per_snippet)
+        weights = None if relabelled_weight == 1.0 else 1.0 + (relabelled_weight - 1.0) * self.relabelled().double()
+        w = self.bc.windows(batch, length, generator, per_snippet, weights)
         states = self.bc.data["states"][w.state_index] * w.state_ok[..., None]
         actions = self.bc.data["mean_actions"][w.action_index] * w.mask[..., None]
         return Batch(states, actions, w.mask, *self._reference_windows(self.bc, w))
@@ -1145,6 +1151,15 @@ class NPMPDataset:
         repeat = lambda x: None if x is None else x.repeat_interleave(P, dim=0)  # noqa: E731
         return Batch(states.flatten(0, 1), targets.flatten(0, 1), mask.repeat_interleave(P, dim=0),
                      *(repeat(x) for x in self._reference_windows(self.nominal, w)))
+
+    def relabelled(self) -> torch.Tensor:
+        """[bc trajectories] bool: True for the episodes DAgger rounds appended (each snippet's last
+        ``relabelled_trajectories``), in the store's order."""
+        flags = []
+        for snippet in self.snippets:
+            relabelled = int(self.attrs[snippet].get("relabelled_trajectories", 0))
+            flags += [False] * (self.bc_trajectories(snippet) - relabelled) + [True] * relabelled
+        return torch.as_tensor(flags, dtype=torch.bool)
 
     def bc_trajectories(self, snippet: str) -> int:
         """How many bc trajectories ``snippet`` has: the expert's noisy rollouts, then the episodes DAgger rounds

@@ -44,6 +44,7 @@ class DistillConfig:
     lr: float = 1e-4
     lr_schedule: str = "constant"  # cosine: from lr to near 0 at the last step (§8.5.4 gives no schedule)
     windows: str = "steps"  # BC windows drawn uniformly over all steps, or "snippets": each snippet equally often
+    relabelled_weight: float = 1.0  # DAgger's relabelled episodes drawn this many times as often as the expert's
     seed: int = 0
     log_every: int = 50
     save_every: int = 500
@@ -60,6 +61,10 @@ class DistillConfig:
             raise ValueError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}")
         if self.windows not in WINDOW_WEIGHTS:
             raise ValueError(f"windows must be one of {', '.join(WINDOW_WEIGHTS)}, got {self.windows!r}")
+        if not self.relabelled_weight > 0:
+            raise ValueError(f"relabelled_weight must be > 0, got {self.relabelled_weight}")
+        if self.relabelled_weight != 1.0 and self.scheme != "bc":
+            raise ValueError("relabelled_weight weighs the BC rollouts; lfpc draws from one nominal per snippet")
         if self.windows == "snippets" and self.scheme != "bc":
             raise ValueError("windows='snippets' weighs the BC rollouts; lfpc draws from one nominal per snippet")
 
@@ -77,7 +82,8 @@ def sample_batch(dataset, config: DistillConfig, generator: torch.Generator, dev
     """(states, target actions, mask) for one update of the chosen scheme."""
     if config.scheme == "bc":
         return dataset.sample_bc(config.batch, config.length, generator, device=device,
-                                 per_snippet=config.windows == "snippets")
+                                 per_snippet=config.windows == "snippets",
+                                 relabelled_weight=config.relabelled_weight)
     return dataset.sample_lfpc(config.lfpc_batch, config.length, config.perturbations, generator, device=device)
 
 
