@@ -11,7 +11,9 @@ departs from the reference's, frame by frame:
 For each: the frames it lasts (a plan's run ends where the planner fell; a closed-loop one at the fall line), the
 largest heading error and its frame, and the error every ``--every`` frames (degrees, counter-clockwise positive:
 the walker turned left of the reference). A walker that keeps its root within 0.3 m of the reference while its
-heading swings 100 degrees away and back is spinning, not tracking.
+heading swings 100 degrees away and back is spinning, not tracking. For a plan also how far its root (the pelvis)
+sinks below the reference's: a run can reach its chain's end with the head above the fall line (0.95 m) yet crouched,
+which its law, and a student, then learn (docs/npmp.md, "A teacher that crouched").
 
     python benchmarks/npmp_heading.py --mocap runs/same2/chains.h5 --plans runs/branch/b1.h5 runs/branch/b2.h5 \\
         --law runs/branch/b1.h5 --primitives data/primitives/npmp-clips --snippets pairE pairF pairH \\
@@ -55,6 +57,34 @@ def plan_headings(data: Path, snippet: str) -> np.ndarray:
         raise ValueError(f"{data} holds no planner run of {snippet} (collect it with --expert-policy lqr)")
     states = np.asarray(found[0]["plan"]["physics_states"])
     return np.array([heading(q) for q in states[:, 4:8]])   # mjSTATE_FULLPHYSICS: time, then qpos (root xyz, quat)
+
+
+def plan_root_heights(data: Path, snippet: str) -> np.ndarray:
+    """The root heights (m) of the planner's run of ``snippet`` stored in ``data`` (ValueError if it has none)."""
+    from pipelines.npmp.data import read_results
+
+    results, _ = read_results(data)
+    found = [r for r in results if r["snippet"] == snippet and "plan" in r]
+    if not found:
+        raise ValueError(f"{data} holds no planner run of {snippet} (collect it with --expert-policy lqr)")
+    return np.asarray(found[0]["plan"]["physics_states"])[:, 3]   # time, then qpos: root x, y, z
+
+
+def reference_root_heights(snippet: str, mocap: Path) -> np.ndarray:
+    import h5py
+
+    with h5py.File(mocap, "r") as f:
+        return np.asarray(f[snippet]["walkers/walker_0/position"][2], np.float64)
+
+
+def sinking(heights: np.ndarray, reference: np.ndarray, deep: float = 0.3) -> dict:
+    """How far ``heights`` fall below ``reference`` (m, frame by frame): the most and its frame, and the frames
+    more than ``deep`` below."""
+    n = min(len(heights), len(reference))
+    below = reference[:n] - heights[:n]
+    worst = int(np.argmax(below))
+    return {"root_below_reference_max_m": round(float(below[worst]), 3), "root_below_at_frame": worst,
+            f"frames_root_below_{deep:g}m": int((below > deep).sum())}
 
 
 def reference_headings(snippet: str, mocap: Path) -> np.ndarray:
@@ -109,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
             except (ConfigError, ValueError, OSError):
                 continue
             n = min(len(walker), len(reference))
-            row[f"plan:{data}"] = summary(heading_errors(walker[:n], reference[:n]), n, len(reference), args.every)
+            row[f"plan:{data}"] = {**summary(heading_errors(walker[:n], reference[:n]), n, len(reference), args.every),
+                                   **sinking(plan_root_heights(data, snippet),
+                                             reference_root_heights(snippet, args.mocap))}
             break
         else:
             if args.plans:
@@ -130,8 +162,11 @@ def main(argv: list[str] | None = None) -> int:
                 env.close()
         save_results(args.results, results)
         for name, s in row.items():
+            sank = (f"; root at most {s['root_below_reference_max_m']} m below the reference's (frame "
+                    f"{s['root_below_at_frame']}), more than 0.3 m on {s['frames_root_below_0.3m']} frames"
+                    if "root_below_reference_max_m" in s else "")
             print(f"{snippet} {name}: {s['frames']} of {s['of']} frames, heading off by at most "
-                  f"{s['max_abs_degrees']} degrees (frame {s['at_frame']})", flush=True)
+                  f"{s['max_abs_degrees']} degrees (frame {s['at_frame']}){sank}", flush=True)
     return 0
 
 

@@ -3,6 +3,7 @@ entries, the chain the encoder reads, the same chain written as a snippet for th
 action is a clip, and the benchmark on `humanoid`."""
 import json
 
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -193,6 +194,12 @@ def test_chains_that_share_their_start_share_their_teacher_there(clips, capsys):
     n = min(plan["frames"], law["frames"] + 1)
     assert n > 20 and max(map(abs, plan["degrees"][:n])) > 0.5
     np.testing.assert_allclose(law["degrees"][:n], plan["degrees"][:n], atol=0.2)
+    with h5py.File(chains, "r") as f:   # and how far the run's pelvis sinks below the reference's
+        reference_z = f["left"]["walkers/walker_0/position"][2]
+    m = min(len(reference_z), len(left["plan"]["physics_states"]))
+    below = reference_z[:m] - left["plan"]["physics_states"][:m, 3]
+    assert plan["root_below_reference_max_m"] == pytest.approx(below.max(), abs=1e-3)
+    assert plan["root_below_at_frame"] == int(np.argmax(below))
     assert meta["branches"] == {"right": ["left", 20]} and right["attrs"]["branch"] == "left@20"
     assert int(right["plan"]["branched_at"]) == 20
     np.testing.assert_array_equal(right["plan"]["commands"][:20], left["plan"]["commands"][:20])
@@ -615,3 +622,15 @@ def test_the_kept_teachers_are_the_shaped_planner_s_runs_on_the_kept_chains(monk
     assert branched["pairF"] == "pairE@8" and branched["pairI"] == "pairG@105" and branched["seqLLRL"] == "pairJ@80"
     assert branched["pairH"] == "pairE@92" and branched["seqRRLR"] == "pairG@130"
     assert same_snippet(chains, chains, "pairE") and not same_snippet(chains, TURNS, "pairE")
+
+
+def test_a_plan_that_sinks_below_the_reference_is_measured_in_metres_and_frames():
+    """npmp_heading --plans: a run whose pelvis drops 0.5 m below the reference's over its last frames (a crouch
+    the head-height fall line does not see) is reported as such; one that rises above it sinks by nothing."""
+    from benchmarks.npmp_heading import sinking
+
+    reference = np.full(10, 1.1)
+    crouched = np.r_[np.full(6, 1.05), np.full(4, 0.6)]
+    assert sinking(crouched, reference) == {"root_below_reference_max_m": 0.5, "root_below_at_frame": 6,
+                                            "frames_root_below_0.3m": 4}
+    assert sinking(reference + 0.1, reference[:8])["frames_root_below_0.3m"] == 0

@@ -93,7 +93,7 @@ if [ "$SET" = all ]; then
       $PY -m pipelines.npmp collect ${PLAN/--processes 1/--processes 2} --plan-from $PLANS $KEPT \
         --branch seqLLLL=pairJ:123 --branch seqLLRL=pairJ:80 --branch seqLLRR=pairJ:80 --branch seqLRLL=pairH:147 \
         --branch seqLRRR=pairE:135 --branch seqRLLL=pairF:151 --branch seqRLRL=pairF:117 \
-        --branch seqRLRR=pairF:117 --branch seqRRLR=pairG:130 --branch seqRRRL=pairG:105 \
+        --branch seqRLRR=pairF:117 --branch seqRRLR=pairG:130 --branch seqRRRL=pairI:138 \
         --snippets $SEQS --data "$W/seqs.h5"
     fi
     SEQ_TEACHERS="$W/seqs.h5"
