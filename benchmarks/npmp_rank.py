@@ -102,10 +102,14 @@ def taught_chains(primitives: str) -> set[str] | None:
         return None
 
 
+END_WINDOW = 60   # steps before a chain's end: as far as the students' encoder reads the reference ahead
+
+
 def by_sequence(rows: dict[str, dict], chains: dict[str, tuple[str, ...]], taught: set[str] | None) -> dict:
     """Episodes grouped by the chain their first segments follow: per chain and per class (taught, untaught, short:
     fewer segments than a chain has, unknown where ``taught`` is None): episodes, targets, median steps upright,
-    and falls before the chain's segments end."""
+    falls before the chain's segments end, of those the falls in the last ``END_WINDOW`` steps before it, and the
+    median of the steps upright minus the chain's length (negative: before its end)."""
     length = max(len(clips) for clips in chains.values())
     named = {clips: name for name, clips in chains.items()}
     groups: dict[str, dict[str, list]] = {"chains": {}, "classes": {}}
@@ -115,13 +119,17 @@ def by_sequence(rows: dict[str, dict], chains: dict[str, tuple[str, ...]], taugh
         name = named.get(clips) if len(clips) == length else None
         cls = "short" if len(clips) < length else "unknown" if taught is None else \
             "taught" if name in taught else "untaught"
-        within = row["fell"] and row["steps"] < sum(frames for _, _, frames in segments[:length])
+        end = sum(frames for _, _, frames in segments[:length])
+        within = row["fell"] and row["steps"] < end
         for table, key in ((groups["chains"], name or ("short" if cls == "short" else "other")),
                            (groups["classes"], cls)):
-            table.setdefault(key, []).append((row["targets_reached"], row["steps"], within))
+            table.setdefault(key, []).append((row["targets_reached"], row["steps"], within,
+                                              within and row["steps"] >= end - END_WINDOW, row["steps"] - end))
     summary = lambda episodes: {"episodes": len(episodes), "targets": int(sum(e[0] for e in episodes)),
                                 "median_steps": float(np.median([e[1] for e in episodes])),
-                                "falls_within": int(sum(e[2] for e in episodes))}
+                                "falls_within": int(sum(e[2] for e in episodes)),
+                                f"falls_in_last_{END_WINDOW}": int(sum(e[3] for e in episodes)),
+                                "median_steps_from_end": float(np.median([e[4] for e in episodes]))}
     return {table: {key: summary(episodes) for key, episodes in sorted(groups[table].items(),
                                                                        key=lambda kv: -len(kv[1]))}
             for table in groups}
@@ -180,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         print(line, flush=True)
         for cls, part in row.get("by_sequence", {}).get("classes", {}).items():
             print(f"  {cls}: {part['episodes']} episodes, {part['targets']} targets, median {part['median_steps']} "
-                  f"steps upright, {part['falls_within']} fall before the chain's end", flush=True)
+                  f"steps upright, {part['falls_within']} fall before the chain's end "
+                  f"({part[f'falls_in_last_{END_WINDOW}']} in its last {END_WINDOW} steps; median steps from its end "
+                  f"{part['median_steps_from_end']:+g})", flush=True)
     if args.out:
         write_json(args.out, ranking)
     return 0

@@ -75,8 +75,11 @@ def test_by_sequence_splits_episodes_by_the_chain_they_walked_and_whether_it_was
                  "--by-sequence", str(chains), "--out", str(out)]) == 0
     split = json.loads(out.read_text())["primitives"]
     classes = split[str(taught)]["by_sequence"]["classes"]
-    assert classes["taught"] == {"episodes": 1, "targets": 1, "median_steps": 150.0, "falls_within": 0}
-    assert classes["untaught"] == {"episodes": 2, "targets": 1, "median_steps": 80.0, "falls_within": 1}
+    assert classes["taught"] == {"episodes": 1, "targets": 1, "median_steps": 150.0, "falls_within": 0,
+                                 "falls_in_last_60": 0, "median_steps_from_end": 50.0}
+    # seqB is 100 steps long: the fall at 60 is within its last 60 steps; the two end 40 and 0 steps before its end
+    assert classes["untaught"] == {"episodes": 2, "targets": 1, "median_steps": 80.0, "falls_within": 1,
+                                   "falls_in_last_60": 1, "median_steps_from_end": -20.0}
     assert classes["short"]["episodes"] == 1 and set(split[str(taught)]["by_sequence"]["chains"]) == \
         {"pairA", "seqB", "short"}
     # primitives without a meta.json here: which chain is known, whether it was taught is not
