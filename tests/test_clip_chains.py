@@ -634,3 +634,27 @@ def test_a_plan_that_sinks_below_the_reference_is_measured_in_metres_and_frames(
     assert sinking(crouched, reference) == {"root_below_reference_max_m": 0.5, "root_below_at_frame": 6,
                                             "frames_root_below_0.3m": 4}
     assert sinking(reference + 0.1, reference[:8])["frames_root_below_0.3m"] == 0
+
+
+def test_a_chain_written_with_one_more_turn_extends_the_reference_a_student_reads(tmp_path):
+    """distill --reference-mocap: the same chain written again with one more turn goes on from the chain's own frames
+    (equal up to the blend before the added join), so the far states near its end show the walk going on; a chain
+    that is not a continuation of the data's is one clear error."""
+    from agents.config import ConfigError
+    from envs.mocap.tracking import reference_playback
+    from pipelines.npmp.__main__ import main as npmp_main
+    from pipelines.npmp.data import reference_extension
+
+    short, longer = tmp_path / "short.h5", tmp_path / "longer.h5"
+    for out, extra in ((short, ""), (longer, f",{LEFT}")):
+        specs = [f"a={LEFT}:20,{RIGHT},{LEFT}{extra}", f"b={LEFT}:20,{LEFT},{RIGHT}{extra}"]
+        assert npmp_main(["chain", "--blend", "7", "--mocap", str(TURNS), "--out", str(out),
+                          *(arg for spec in specs for arg in ("--chain", spec))]) == 0
+    own = reference_playback("a", 0, str(short))
+    extended = reference_extension("a", own, longer)
+    assert len(extended.states) > len(own.states) + 20
+    np.testing.assert_allclose(extended.states[:len(own.states) - 8], own.states[:-8], atol=1e-4)
+    with pytest.raises(ConfigError, match="does not go on from the data's"):
+        reference_extension("a", reference_playback("b", 0, str(short)), longer)
+    with pytest.raises(ConfigError, match="no reference of c"):
+        reference_extension("c", own, longer)

@@ -111,6 +111,10 @@ def _distill_args(p):
     p.add_argument("--windows", choices=("steps", "snippets"), default="steps",
                    help="how BC windows are drawn: uniformly over all steps, or each snippet equally often (snippets "
                         "with little data beside others with many DAgger rounds)")
+    p.add_argument("--reference-mocap", type=Path, default=None,
+                   help="with the reference look-ahead: read each snippet's reference from this mocap file, where it "
+                        "goes on past the data's end (chains written again with more turns, so that the far states "
+                        "near a chain's end show the walk going on; docs/npmp.md, \"A teacher that crouched\")")
     p.add_argument("--relabelled-weight", type=float, default=1.0,
                    help="draw the steps of the episodes DAgger rounds appended (the student's own states, relabelled "
                         "by the expert) this many times as often as the expert's rollouts (default 1: uniformly; "
@@ -460,8 +464,10 @@ def distill(args) -> Path:
                    far_offsets=far_offsets).validate()
     except ValueError as e:
         raise ConfigError(f"--path-offsets / --far-offsets: {e}") from None
+    if args.reference_mocap is not None and not args.reference_mocap.is_file():
+        raise ConfigError(f"no mocap file {args.reference_mocap} (--reference-mocap)")
     dataset = NPMPDataset(args.data, snippets=args.snippets, lookahead_source=args.lookahead,
-                          path_offsets=path_offsets, far_offsets=far_offsets)
+                          path_offsets=path_offsets, far_offsets=far_offsets, reference_mocap=args.reference_mocap)
     if initial is not None:
         model_config = initial.config
         if args.beta is not None and args.beta != model_config.beta:
@@ -500,7 +506,8 @@ def distill(args) -> Path:
     with RunLock(args.out, lock_file=args.out.with_name(f".{args.out.name}.lock")):
         run(dataset, args.out, model_config, config, {"proprio": dataset.state_dim}, device=args.device,
             meta={"held_out": list(args.held_out), "data": _repo_relative(args.data), "collection": dataset.meta,
-                  **provenance, **({"mocap": mocaps} if mocaps else {})},
+                  **provenance, **({"mocap": mocaps} if mocaps else {}),
+                  **({"reference_mocap": _repo_relative(args.reference_mocap)} if args.reference_mocap else {})},
             logdir=args.logdir or _shipped_logdir(Path(args.out)), initial=initial)
     print(f"primitives written to {args.out}")
     return args.out

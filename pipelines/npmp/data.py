@@ -1018,16 +1018,40 @@ class _Trajectories:
         return Windows(to(state_index), to(action_index), to(state_ok), to(mask), which, t)
 
 
+def reference_extension(snippet: str, reference, mocap: Path):
+    """``snippet``'s reference played from ``mocap``, where it must go on past ``reference`` (the data's own) and equal
+    it until the last ``chain_blend`` frames before the join it adds (ConfigError otherwise)."""
+    from pipelines.npmp.evaluate import reference_playback
+
+    try:
+        with h5py.File(mocap, "r") as f:
+            blend = int(f.attrs.get("chain_blend", 0))
+        longer = reference_playback(snippet, ref_path=mocap)
+    except (OSError, KeyError, ValueError) as e:
+        raise ConfigError(f"--reference-mocap {mocap}: no reference of {snippet} there "
+                          f"({str(e).splitlines()[0]})") from None
+    same = len(reference.states) - blend - 1
+    if len(longer.states) <= len(reference.states) or not np.allclose(
+            longer.states[:same], reference.states[:same], atol=1e-4):
+        raise ConfigError(f"--reference-mocap {mocap}: its {snippet} ({len(longer.states)} frames) does not go on "
+                          f"from the data's ({len(reference.states)} frames, equal up to its last {blend + 1})")
+    return longer
+
+
 class NPMPDataset:
     """The HDF5 file of ``collect``, restricted to ``snippets`` (None: all; hold clips out by leaving them out)."""
 
     def __init__(self, path: Path | str, snippets: list[str] | None = None, device: torch.device | str = "cpu",
                  lookahead_source: str = "trajectory", path_offsets: tuple[int, ...] = (),
-                 far_offsets: tuple[int, ...] = ()):
+                 far_offsets: tuple[int, ...] = (), reference_mocap: Path | str | None = None):
         """``lookahead_source`` "reference": batches also carry each window's reference states (the clip's
         kinematic playback at the same time indices: priors/npmp/model.py), computed here from the shipped clips;
         ``path_offsets``, ``far_offsets``: and the reference's path and states at those offsets
-        (``reference_context``)."""
+        (``reference_context``). ``reference_mocap``: read the reference from this mocap file instead of the one
+        the data was collected on, where each snippet goes on past its end (chains written again with more turns:
+        the far states near a chain's end then show the walk going on, as a high level that chains clips shows
+        them, instead of the last frame repeated); its frames must equal the data's up to its blend before the
+        added join (``reference_extension``)."""
         self.file, self.device = Path(path), torch.device(device)
         try:
             with h5py.File(self.file, "r") as f:
@@ -1056,12 +1080,18 @@ class NPMPDataset:
         self.state_dim = int(self.delta_std.shape[0])
         self.action_dim = int(self.bc.data["mean_actions"].shape[1])
         self.reference = self.context = None
+        self.reference_mocap = None if reference_mocap is None else str(reference_mocap)
+        if reference_mocap is not None and lookahead_source != "reference":
+            raise ConfigError("a reference mocap file (--reference-mocap) needs the reference look-ahead "
+                              "(lookahead_source 'reference')")
         self.path_offsets, self.far_offsets = tuple(path_offsets), tuple(far_offsets)
         if lookahead_source == "reference":
             from pipelines.npmp.evaluate import reference_playback
             from priors.npmp.model import NPMPConfig, reference_context
 
             clips = [reference_playback(s, ref_path=snippet_mocap(self.attrs[s])) for s in chosen]
+            if reference_mocap is not None:
+                clips = [reference_extension(s, clip, Path(reference_mocap)) for s, clip in zip(chosen, clips)]
             self._reference_last = torch.as_tensor([len(c.states) - 1 for c in clips])
             self._reference_offsets = torch.cumsum(self._reference_last + 1, 0) - self._reference_last - 1
             self.reference = torch.cat([torch.as_tensor(c.states) for c in clips]).to(self.device)
