@@ -118,7 +118,7 @@ def _distill_args(p):
     p.add_argument("--relabelled-weight", type=float, default=1.0,
                    help="draw the steps of the episodes DAgger rounds appended (the student's own states, relabelled "
                         "by the expert) this many times as often as the expert's rollouts (default 1: uniformly; "
-                        "docs/npmp.md, \"The student's own states weighed\")")
+                        "docs/npmp.md, \"A teacher that crouched\")")
     p.add_argument("--init", type=Path, default=None,
                    help="primitives to continue training from (e.g. after a DAgger round); their model settings win")
     p.add_argument("--latent-dim", type=int, default=60)
