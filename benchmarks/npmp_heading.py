@@ -46,28 +46,23 @@ def summary(errors: np.ndarray, frames: int, of: int, every: int) -> dict:
             "at_frame": worst, "every": every, "degrees": np.round(errors[::every], 1).tolist()}
 
 
-def plan_headings(data: Path, snippet: str) -> np.ndarray:
-    """The root headings of the planner's run of ``snippet`` stored in ``data`` (ValueError if it has none)."""
+def plan_states(data: Path, snippet: str) -> np.ndarray:
+    """The physics states (mjSTATE_FULLPHYSICS: time, then qpos: root xyz, quat, ...) of the planner's run of
+    ``snippet`` stored in ``data`` (ValueError if it has none)."""
+    from pipelines.npmp.data import read_results
+
+    results, _ = read_results(data)
+    found = [r for r in results if r["snippet"] == snippet and "plan" in r]
+    if not found:
+        raise ValueError(f"{data} holds no planner run of {snippet} (collect it with --expert-policy lqr)")
+    return np.asarray(found[0]["plan"]["physics_states"])
+
+
+def plan_headings(states: np.ndarray) -> np.ndarray:
+    """The root headings of a planner's run (``plan_states``)."""
     from envs.mocap.tracking import heading
-    from pipelines.npmp.data import read_results
 
-    results, _ = read_results(data)
-    found = [r for r in results if r["snippet"] == snippet and "plan" in r]
-    if not found:
-        raise ValueError(f"{data} holds no planner run of {snippet} (collect it with --expert-policy lqr)")
-    states = np.asarray(found[0]["plan"]["physics_states"])
-    return np.array([heading(q) for q in states[:, 4:8]])   # mjSTATE_FULLPHYSICS: time, then qpos (root xyz, quat)
-
-
-def plan_root_heights(data: Path, snippet: str) -> np.ndarray:
-    """The root heights (m) of the planner's run of ``snippet`` stored in ``data`` (ValueError if it has none)."""
-    from pipelines.npmp.data import read_results
-
-    results, _ = read_results(data)
-    found = [r for r in results if r["snippet"] == snippet and "plan" in r]
-    if not found:
-        raise ValueError(f"{data} holds no planner run of {snippet} (collect it with --expert-policy lqr)")
-    return np.asarray(found[0]["plan"]["physics_states"])[:, 3]   # time, then qpos: root x, y, z
+    return np.array([heading(q) for q in states[:, 4:8]])
 
 
 def reference_root_heights(snippet: str, mocap: Path) -> np.ndarray:
@@ -135,13 +130,13 @@ def main(argv: list[str] | None = None) -> int:
             fail(f"{snippet}: {str(e).splitlines()[0]}")
         for data in args.plans:
             try:
-                walker = plan_headings(data, snippet)
+                states = plan_states(data, snippet)
             except (ConfigError, ValueError, OSError):
                 continue
+            walker = plan_headings(states)
             n = min(len(walker), len(reference))
             row[f"plan:{data}"] = {**summary(heading_errors(walker[:n], reference[:n]), n, len(reference), args.every),
-                                   **sinking(plan_root_heights(data, snippet),
-                                             reference_root_heights(snippet, args.mocap))}
+                                   **sinking(states[:, 3], reference_root_heights(snippet, args.mocap))}
             break
         else:
             if args.plans:

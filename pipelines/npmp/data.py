@@ -1080,7 +1080,7 @@ class NPMPDataset:
         self.state_dim = int(self.delta_std.shape[0])
         self.action_dim = int(self.bc.data["mean_actions"].shape[1])
         self.reference = self.context = None
-        self.reference_mocap = None if reference_mocap is None else str(reference_mocap)
+        self._relabelled: torch.Tensor | None = None   # relabelled(), read on every batch when weighed
         if reference_mocap is not None and lookahead_source != "reference":
             raise ConfigError("a reference mocap file (--reference-mocap) needs the reference look-ahead "
                               "(lookahead_source 'reference')")
@@ -1185,11 +1185,13 @@ class NPMPDataset:
     def relabelled(self) -> torch.Tensor:
         """[bc trajectories] bool: True for the episodes DAgger rounds appended (each snippet's last
         ``relabelled_trajectories``), in the store's order."""
-        flags = []
-        for snippet in self.snippets:
-            relabelled = int(self.attrs[snippet].get("relabelled_trajectories", 0))
-            flags += [False] * (self.bc_trajectories(snippet) - relabelled) + [True] * relabelled
-        return torch.as_tensor(flags, dtype=torch.bool)
+        if self._relabelled is None:
+            flags = []
+            for snippet in self.snippets:
+                relabelled = int(self.attrs[snippet].get("relabelled_trajectories", 0))
+                flags += [False] * (self.bc_trajectories(snippet) - relabelled) + [True] * relabelled
+            self._relabelled = torch.as_tensor(flags, dtype=torch.bool)
+        return self._relabelled
 
     def bc_trajectories(self, snippet: str) -> int:
         """How many bc trajectories ``snippet`` has: the expert's noisy rollouts, then the episodes DAgger rounds
