@@ -219,6 +219,12 @@ def test_chains_that_share_their_start_share_their_teacher_there(clips, capsys):
     assert over_meta["overlaid"] == {"right": [str(merged)]}   # the later input's copy is the one left out
     assert npmp_main(["merge", "--mixed-rounds", "--overlay", "--out", str(over), str(merged), str(child)]) == 0
     assert read_results(over)[1]["overlaid"] == {"right": [str(child)]}   # the first input holding it wins
+    # an overlaid file merges again: where its snippets came from is kept with it, not compared as a setting
+    twice = clips["root"] / "twice.h5"
+    assert npmp_main(["merge", "--mixed-rounds", "--overlay", "--out", str(twice), str(over), str(child)]) == 0
+    twice_meta = read_results(twice)[1]
+    assert twice_meta["overlaid"] == {"right": [str(child)]}
+    assert twice_meta["merged_from"][0]["overlaid"] == {"right": [str(child)]}
     capsys.readouterr()
     for bad, message in ((["--branch", "right=left:45"], "differ before the branch point"),
                          (["--branch", "right=nowhere:30"], "in none of the --plan-from"),
@@ -228,6 +234,22 @@ def test_chains_that_share_their_start_share_their_teacher_there(clips, capsys):
         assert message in capsys.readouterr().err and not out.exists()
     assert npmp_main([*common, "--snippets", "right", "--branch", "right=left:20", "--data", str(out)]) == 2
     assert "--branch needs" in capsys.readouterr().err
+    # a chain with one clip more, written to a file of its own, branches from its parent planned on the first file:
+    # the references themselves are compared (the same clips, so the same graph and entries)
+    longer = clips["root"] / "longer.h5"
+    assert npmp_main(["chain", "--mocap", str(clips["walks"]), str(TURNS), "--chain", f"more={WALK}:40,{LEFT},{WALK}",
+                      "--chain", f"other={WALK}:40,{RIGHT}", "--out", str(longer)]) == 0
+    on_longer = [str(longer) if arg == str(chains) else arg for arg in common]
+    grown = clips["root"] / "more.h5"
+    assert npmp_main([*on_longer, "--snippets", "more", "--plan-from", str(parent), "--branch", "more=left:20",
+                      "--data", str(grown)]) == 0
+    (more,), _ = read_results(grown)
+    assert more["attrs"]["mocap"] == str(longer) and more["attrs"]["branch"] == "left@20"
+    np.testing.assert_array_equal(more["plan"]["commands"][:20], left["plan"]["commands"][:20])
+    capsys.readouterr()
+    assert npmp_main([*on_longer, "--snippets", "other", "--plan-from", str(parent), "--branch", "other=left:45",
+                      "--data", str(clips["root"] / "bad_other.h5")]) == 2
+    assert "differ before the branch point" in capsys.readouterr().err
     # the runs kept without their rollouts (``teachers``), naming a copy of the chains' mocap: the law rebuilt from
     # them is the one rebuilt from the collections, rollout for rollout
     import shutil
@@ -601,6 +623,7 @@ def test_the_kept_teachers_are_the_shaped_planner_s_runs_on_the_kept_chains(monk
     """data/teachers (pipelines/npmp/recipes/clip_teachers_shaped.sh): one planned run per chain the clip primitives
     are taught and one per each of the ten other sequences, made with heading shaping, naming the kept chains as their
     mocap (a relative path: the recipe runs from the repository's root), each chain's motion the one planned on."""
+    from envs.mocap.tracking import reference_playback
     from pipelines.npmp.data import plan_of, read_results, same_snippet
 
     monkeypatch.chdir(ROOT)
@@ -622,6 +645,19 @@ def test_the_kept_teachers_are_the_shaped_planner_s_runs_on_the_kept_chains(monk
     assert branched["pairF"] == "pairE@8" and branched["pairI"] == "pairG@105" and branched["seqLLRL"] == "pairJ@80"
     assert branched["pairH"] == "pairE@92" and branched["seqRRLR"] == "pairG@130"
     assert same_snippet(chains, chains, "pairE") and not same_snippet(chains, TURNS, "pairE")
+    # the chains one turn longer (pipelines/npmp/recipes/clip_teachers_five.sh): on their own mocap file, each
+    # branched from its four-turn parent's kept run, and every run to its chain's end
+    five = "data/mocap/cmu_turn_chains5.h5"
+    runs, meta = read_results("data/teachers/clip_seqs5_shaped.h5")
+    assert len(runs) == 18 and meta["planner"]["root_orientation_weight"] == 0.2
+    parents = set(branched)
+    for run in runs:
+        parent, _, frame = run["attrs"]["branch"].partition("@")
+        assert run["attrs"]["mocap"] == five and parent in parents and "bc" not in run
+        plan, _ = plan_of(["data/teachers/clip_seqs5_shaped.h5"], run["snippet"], meta["planner"], five)
+        assert int(plan["branched_at"]) == int(frame) and int(plan["stopped_at"]) == -1
+        assert len(plan["physics_states"]) == len(reference_playback(run["snippet"], 0, five).states)
+    assert {r["snippet"]: r["attrs"]["branch"] for r in runs}["seqLLLRL"] == "pairJ@120"
 
 
 def test_a_plan_that_sinks_below_the_reference_is_measured_in_metres_and_frames():

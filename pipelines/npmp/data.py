@@ -773,14 +773,18 @@ def run_relabel_job(job: RelabelJob) -> str:
 
 def parent_run(job: CollectJob, parent: str, frame: int) -> dict:
     """The saved planner run that ``job``'s snippet branches from at ``frame``, checked to share that snippet's
-    reference up to the frame (the proprio states and root poses of both clips played back)."""
+    reference up to the frame (the proprio states and root poses of both clips played back). The parent may have been
+    planned on another mocap file (a chain with one turn more, written to a file of its own, branches from its parent
+    in the kept chains): the check compares the two references themselves."""
     from envs.mocap.tracking import reference_playback
 
-    run, _ = plan_of(job.plan_from or (), parent, job.settings, job.mocap)
-    if run is None:
+    found, meta, _ = saved_run(job.plan_from or (), parent)
+    if found is None:
         raise ConfigError(f"{job.snippet} branches from {parent}, whose planner run is in none of the --plan-from "
                           f"files ({', '.join(job.plan_from or ()) or 'none given'})")
-    own, other = (reference_playback(s, 0, job.mocap) for s in (job.snippet, parent))
+    check_planner(meta, job.settings, parent)
+    own = reference_playback(job.snippet, 0, job.mocap)
+    other = reference_playback(parent, 0, snippet_mocap(found["attrs"]))
     if len(own.states) <= frame or len(other.states) <= frame:
         raise ConfigError(f"{job.snippet} and {parent} must both last past the branch point {frame}")
     gap = max(float(np.abs(own.states[:frame + 1] - other.states[:frame + 1]).max()),
@@ -788,7 +792,26 @@ def parent_run(job: CollectJob, parent: str, frame: int) -> dict:
     if gap > 1e-5:
         raise ConfigError(f"{job.snippet} and {parent} differ before the branch point {frame} (by up to {gap:.3g}); "
                           "branch where they part")
-    return run
+    return found["plan"]
+
+
+def saved_run(paths: Sequence[Path | str], snippet: str) -> tuple[dict | None, dict | None, str | None]:
+    """(result, collection meta, path): ``snippet``'s planner run in the first of the LQR collections ``paths``
+    holding one, or (None, None, None)."""
+    for path in paths:
+        results, meta = read_results(path)
+        found = [r for r in results if r["snippet"] == snippet and "plan" in r]
+        if found:
+            return found[0], meta, str(path)
+    return None, None, None
+
+
+def check_planner(meta: dict, settings: dict | None, snippet: str) -> None:
+    """ConfigError unless the collection ``meta`` planned ``snippet`` with ``settings`` (a run planned otherwise is
+    another nominal)."""
+    if settings is not None and meta.get("planner") != settings:
+        raise ConfigError(f"{snippet}'s planner run was made with other settings ({meta.get('planner')}) than these "
+                          f"({settings})")
 
 
 def plan_of(paths: Sequence[Path | str], snippet: str, settings: dict | None, mocap: str | None
@@ -796,21 +819,15 @@ def plan_of(paths: Sequence[Path | str], snippet: str, settings: dict | None, mo
     """(run, path): the planner's run of ``snippet`` saved in the first of the LQR collections ``paths`` holding one
     (None, None if none does: the snippet is planned), checked to come from a planner with ``settings`` on the same
     mocap file (a run planned otherwise is another nominal)."""
-    for path in paths:
-        results, meta = read_results(path)
-        found = [r for r in results if r["snippet"] == snippet and "plan" in r]
-        if found:
-            break
-    else:
+    found, meta, path = saved_run(paths, snippet)
+    if found is None:
         print(f"{snippet}: no planner run saved in {', '.join(map(str, paths))}; planning it", flush=True)
         return None, None
-    if settings is not None and meta.get("planner") != settings:
-        raise ConfigError(f"{path}'s planner runs were made with other settings ({meta.get('planner')}) than these "
-                          f"({settings})")
-    if snippet_mocap(found[0]["attrs"]) != mocap:
-        raise ConfigError(f"{path} planned {snippet} on {snippet_mocap(found[0]['attrs']) or 'the shipped mocap'}, "
+    check_planner(meta, settings, snippet)
+    if snippet_mocap(found["attrs"]) != mocap:
+        raise ConfigError(f"{path} planned {snippet} on {snippet_mocap(found['attrs']) or 'the shipped mocap'}, "
                           f"not on {mocap or 'the shipped mocap'}")
-    return found[0]["plan"], str(path)
+    return found["plan"], path
 
 
 def finished_part(job: CollectJob | RelabelJob) -> bool:
@@ -854,7 +871,7 @@ def merge_datasets(paths: list[Path | str], out_path: Path | str, mixed_planners
                     for r in results], meta) for results, meta in loaded]
     mixed = ((("planner",) if mixed_planners else ()) + (ROUND_SETTINGS if mixed_rounds else ())
              + (("lqr",) if mixed_laws else ()))
-    ignored = ("seed", "merged_from", *mixed)
+    ignored = ("seed", "merged_from", "overlaid", *mixed)   # where an input's snippets came from is not a setting
     settings = [{k: v for k, v in meta.items() if k not in ignored} for _, meta in loaded]
     for path, other in zip(paths[1:], settings[1:]):
         if other != settings[0]:
@@ -879,10 +896,11 @@ def merge_datasets(paths: list[Path | str], out_path: Path | str, mixed_planners
             seen[snippet] = path
             kept.append(result)
     metas = [meta for _, meta in loaded]
-    dropped = (ROUND_SETTINGS if mixed_rounds else ()) + (("lqr",) if mixed_laws else ())
+    dropped = (ROUND_SETTINGS if mixed_rounds else ()) + (("lqr",) if mixed_laws else ()) + ("overlaid",)
     meta = {**{k: v for k, v in metas[0].items() if k not in dropped},
-            "merged_from": [{"path": str(p), "seed": m.get("seed"), **{k: m[k] for k in mixed if k in m}}
-                            for p, m in zip(paths, metas)], **({"overlaid": overlaid} if overlaid else {})}
+            "merged_from": [{"path": str(p), "seed": m.get("seed"),
+                             **{k: m[k] for k in (*mixed, "overlaid") if k in m}} for p, m in zip(paths, metas)],
+            **({"overlaid": overlaid} if overlaid else {})}
     return write_dataset(out_path, kept, meta=meta)
 
 
