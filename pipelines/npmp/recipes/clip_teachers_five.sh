@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # Chains one turn longer: the clip primitives taught sequences of five turns (issue 13; docs/npmp.md, "Chains one
 # turn longer"). Through the shipped set, most `humanoid` episodes under the scripted `nearest` choice fall in the
-# last 60 steps of the four-turn chain they walk, or just after its end: as far as the students were taught. This
+# last 60 steps of the four-turn chain they walk, or just after its end; this tests whether that is because the
+# students were taught no further (measured: it is not, a student of this recipe falls at the same place). It
 # writes 18 chains of five turns (data/mocap/cmu_turn_chains5.h5: each four-turn sequence with the fifth turn
 # `nearest` chose most often after it, and the second most often after the two sequences it chose most), plans
-# each one branched from its four-turn parent's kept run (data/teachers/clip_*_shaped.h5) 16 frames before the two
-# references part, so that only the added turn (and the parent's last steps, which saw its reference end) is
-# planned (pairJ's two children from earlier: below), collects the laws' rollouts and continues a student on them
-# with the four-turn chains' data.
+# each one branched from its four-turn parent's kept run (data/teachers/clip_*_shaped.h5), collects the laws'
+# rollouts and continues a student on them with the four-turn chains' data.
 #
 #   pipelines/npmp/recipes/clip_teachers_five.sh WORKDIR DATA INIT [TRAJECTORIES] [STEPS]
 #
@@ -39,19 +38,19 @@ declare -A PARENT=([LLLL]=seqLLLL [LLLR]=pairJ [LLRL]=seqLLRL [LLRR]=seqLLRR [LR
                    [LRRL]=pairE [LRRR]=seqLRRR [RLLL]=seqRLLL [RLLR]=pairF [RLRL]=seqRLRL [RLRR]=seqRLRR
                    [RRLL]=pairG [RRLR]=seqRRLR [RRRL]=seqRRRL [RRRR]=pairI)
 TURNS="LLLLL LLLRL LLLRR LLRLL LLRRR LRLLL LRLRR LRRLL LRRRR RLLLL RLLRL RLRLL RLRRR RRLLL RRLRR RRRLL RRRLR RRRRR"
-# where each chain parts from its parent: 7 frames (the blend) before the parent's reference ends
-declare -A PARTS=([LLLLL]=158 [LLLRL]=170 [LLLRR]=170 [LLRLL]=182 [LLRRR]=170 [LRLLL]=182 [LRLRR]=194 [LRRLL]=182
-                  [LRRRR]=170 [RLLLL]=186 [RLLRL]=198 [RLRLL]=210 [RLRRR]=198 [RRLLL]=186 [RRLRR]=198 [RRRLL]=186
-                  [RRRLR]=186 [RRRRR]=174)
-# pairJ's children from an earlier point: branched 16 frames before they part from it, their laws brought 13 and 12 of
-# 30 rollouts to the end (pairJ's run was not made to go on past its end); from pairJ:120, 30 and 24
-declare -A EARLIER=([LLLRL]=120 [LLLRR]=120)
+# the branch points: 16 frames before each chain parts from its parent (7 frames, the blend, before the parent's
+# reference ends), so that only the added turn and the parent's last steps, which saw its reference end, are
+# planned; pairJ's two children from 120 instead: branched that late, their laws brought 13 and 12 of 30 rollouts to
+# the end (pairJ's run was not made to go on past its end), from 120 30 and 24
+declare -A BRANCH=([LLLLL]=142 [LLLRL]=120 [LLLRR]=120 [LLRLL]=166 [LLRRR]=154 [LRLLL]=166 [LRLRR]=178 [LRRLL]=166
+                   [LRRRR]=154 [RLLLL]=170 [RLLRL]=182 [RLRLL]=194 [RLRRR]=182 [RRLLL]=170 [RRLRR]=182 [RRRLL]=170
+                   [RRRLR]=170 [RRRRR]=158)
 SNIPPETS=""; CHAINS=(); BRANCHES=()
 for s in $TURNS; do
   spec="seq$s=$L:20"
   for ((i = 0; i < 5; i++)); do [ "${s:$i:1}" = L ] && spec+=",$L" || spec+=",$R"; done
   CHAINS+=(--chain "$spec"); SNIPPETS+=" seq$s"
-  BRANCHES+=(--branch "seq$s=${PARENT[${s:0:4}]}:${EARLIER[$s]:-$((PARTS[$s] - 16))}")
+  BRANCHES+=(--branch "seq$s=${PARENT[${s:0:4}]}:${BRANCH[$s]}")
 done
 if [ ! -e "$MOCAP" ]; then
   say chains
