@@ -70,6 +70,11 @@ class MPCConfig:
     joint_velocity_weight: float = 0.0     # planner-only shaping: per unit of the summed squared joint-velocity
                                            # error E, per step; the reward's own term exp(-0.1 E) is flat at the
                                            # planner's E of 100-250 (docs/npmp.md, "Where the reward goes")
+    # compare positions with the reference moved over the ground so that its root at the current frame lies over the
+    # walker's: a lag built up earlier is forgotten while the pace over the horizon is still asked. Without it a
+    # walker ~1 m behind exceeds the termination error in every rollout, whose reward is then masked to zero, and
+    # the planner goes blind for the rest of the clip (docs/npmp.md, "Teachers that lose the pace")
+    follow_walker: bool = False
     warm_start_decay: float = 0.97  # the kept plan is scaled by this before it warm-starts the next step (a ~1 s
                                     # time constant); at 1 the joints the reward barely sees (an arm) random-walk
                                     # from plan to plan until the walker falls (docs/npmp.md, "A plan that forgets")
@@ -246,6 +251,16 @@ class TrackingPlanner:
         reference = self.env.clip_reference()
         return {k: reference[k][frames] for k in REFERENCE_KEYS}
 
+    # the reference features given in world coordinates (the rest are egocentric or joint-space)
+    WORLD_KEYS = ("position", "center_of_mass", "body_positions")
+
+    def _moved_over_walker(self, reference: dict[str, np.ndarray], state: np.ndarray, t: int) -> dict[str, np.ndarray]:
+        """``reference`` with its world positions shifted over the ground by the walker's root (full state
+        ``state``) minus the reference's root at frame ``t`` (``MPCConfig.follow_walker``)."""
+        offset = np.zeros(3)
+        offset[:2] = state[1:3] - self.env.clip_reference()["position"][t][:2]   # state: time, then qpos
+        return {k: v + offset if k in self.WORLD_KEYS else v for k, v in reference.items()}
+
     def _score(self, states: np.ndarray, reference: dict[str, np.ndarray]) -> np.ndarray:
         """Summed CoMic reward over the horizon of rolled-out states [N, horizon, state]; zero after the first
         step whose tracking error would terminate the episode."""
@@ -345,6 +360,8 @@ class TrackingPlanner:
         # held still, which no walk can match (the walks' late falls did not move with this: docs/npmp.md)
         horizon = max(1, min(cfg.horizon, self.env.last_step - t))
         reference = self._reference(np.arange(t + 1, t + 1 + horizon))
+        if cfg.follow_walker:
+            reference = self._moved_over_walker(reference, state, t)
 
         nominal = cfg.warm_start_decay * (self.shift @ self.nominal) if warm_start is None else warm_start
         std = cfg.noise_std

@@ -13,7 +13,13 @@ largest heading error and its frame, and the error every ``--every`` frames (deg
 the walker turned left of the reference). A walker that keeps its root within 0.3 m of the reference while its
 heading swings 100 degrees away and back is spinning, not tracking. For a plan also how far its root (the pelvis)
 sinks below the reference's: a run can reach its chain's end with the head above the fall line (0.95 m) yet crouched,
-which its law, and a student, then learn (docs/npmp.md, "A teacher that crouched").
+which its law, and a student, then learn (docs/npmp.md, "A teacher that crouched"). And how well it keeps the
+reference's pace: its root's ground speed against the reference's, over the whole run and over its last
+``PACE_TAIL`` frames, and how far its root lies from the reference's at its last frame (a run whose joints keep the
+clip's rhythm while its body covers half the ground shuffles, and its law and students learn that), and the first
+frame where its CoMic tracking error passes the termination threshold: the planner's score zeroes the reward of a
+rollout from there, so from that frame on (unless ``MPCConfig.follow_walker``) it plans blind (docs/npmp.md,
+"Teachers that lose the pace").
 
     python benchmarks/npmp_heading.py --mocap runs/same2/chains.h5 --plans runs/branch/b1.h5 runs/branch/b2.h5 \\
         --law runs/branch/b1.h5 --primitives data/primitives/npmp-clips --snippets pairE pairF pairH \\
@@ -82,6 +88,57 @@ def sinking(heights: np.ndarray, reference: np.ndarray, deep: float = 0.3) -> di
             f"frames_root_below_{deep:g}m": int((below > deep).sum())}
 
 
+PACE_TAIL = 60   # frames: as far as the clip primitives read the reference ahead
+
+
+def reference_root_positions(snippet: str, mocap: Path) -> np.ndarray:
+    import h5py
+
+    with h5py.File(mocap, "r") as f:
+        return np.asarray(f[snippet]["walkers/walker_0/position"], np.float64).T
+
+
+def pace(positions: np.ndarray, reference: np.ndarray, tail: int = PACE_TAIL) -> dict:
+    """How a run's root positions [N, >= 2] keep up with the reference's [M, >= 2] (frame by frame, the same
+    start): its mean ground speed over the reference's, over all frames both have and over the last ``tail`` of
+    them, and the ground distance between the two roots at the last such frame (m)."""
+    n = min(len(positions), len(reference))
+    if n < 2:
+        raise ValueError(f"need two frames or more to measure a pace, got {n}")
+    ground = np.asarray(positions[:n, :2], np.float64), np.asarray(reference[:n, :2], np.float64)
+    walked, shown = (np.linalg.norm(np.diff(xy, axis=0), axis=1) for xy in ground)
+    last = slice(max(0, n - 1 - tail), n - 1)
+    return {"speed_ratio": round(float(walked.sum() / max(shown.sum(), 1e-9)), 3),
+            f"speed_ratio_last_{tail}": round(float(walked[last].sum() / max(shown[last].sum(), 1e-9)), 3),
+            "root_off_reference_at_end_m": round(float(np.linalg.norm(ground[0][-1] - ground[1][-1])), 3)}
+
+
+def tracking_errors(states: np.ndarray, snippet: str, mocap: Path) -> np.ndarray:
+    """The CoMic termination error (``agents.mpc.comic_terms``) of each state of a planner's run against the
+    reference frame it was planned for."""
+    from agents.mpc import REFERENCE_KEYS, WalkerFeatures, comic_terms
+    from envs.mocap.tracking import TrackingEnv
+
+    env = TrackingEnv([snippet], ref_path=str(mocap), clip_start=True, ending="fall")
+    try:
+        env.reset(seed=0)
+        reference, nq, nv = env.clip_reference(), env.physics.model.nq, env.physics.model.nv
+        n = min(len(states), len(reference["joints"]))
+        features = WalkerFeatures(env.physics, env.walker)(states[:n, 1:1 + nq], states[:n, 1 + nq:1 + nq + nv])
+        return comic_terms(features, {k: reference[k][:n] for k in REFERENCE_KEYS})[1]
+    finally:
+        env.close()
+
+
+def blind_from(errors: np.ndarray) -> dict:
+    """The first frame whose tracking error passes the termination threshold, and how many do."""
+    from envs.mocap.tracking import TERMINATION_ERROR_THRESHOLD
+
+    over = np.nonzero(errors > TERMINATION_ERROR_THRESHOLD)[0]
+    return {"first_frame_over_termination_error": int(over[0]) if len(over) else None,
+            "frames_over_termination_error": int(len(over))}
+
+
 def reference_headings(snippet: str, mocap: Path) -> np.ndarray:
     from envs.mocap.tracking import reference_playback
 
@@ -136,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
             walker = plan_headings(states)
             n = min(len(walker), len(reference))
             row[f"plan:{data}"] = {**summary(heading_errors(walker[:n], reference[:n]), n, len(reference), args.every),
-                                   **sinking(states[:, 3], reference_root_heights(snippet, args.mocap))}
+                                   **sinking(states[:, 3], reference_root_heights(snippet, args.mocap)),
+                                   **pace(states[:, 1:3], reference_root_positions(snippet, args.mocap)),
+                                   **blind_from(tracking_errors(states, snippet, args.mocap))}
             break
         else:
             if args.plans:
@@ -160,6 +219,12 @@ def main(argv: list[str] | None = None) -> int:
             sank = (f"; root at most {s['root_below_reference_max_m']} m below the reference's (frame "
                     f"{s['root_below_at_frame']}), more than 0.3 m on {s['frames_root_below_0.3m']} frames"
                     if "root_below_reference_max_m" in s else "")
+            sank += (f"; {s['speed_ratio']} of the reference's ground speed ({s[f'speed_ratio_last_{PACE_TAIL}']} "
+                     f"over its last {PACE_TAIL} frames), {s['root_off_reference_at_end_m']} m from its root at the "
+                     f"end" if "speed_ratio" in s else "")
+            sank += (f"; tracking error over the termination threshold from frame "
+                     f"{s['first_frame_over_termination_error']} ({s['frames_over_termination_error']} frames)"
+                     if s.get("frames_over_termination_error") else "")
             print(f"{snippet} {name}: {s['frames']} of {s['of']} frames, heading off by at most "
                   f"{s['max_abs_degrees']} degrees (frame {s['at_frame']}){sank}", flush=True)
     return 0

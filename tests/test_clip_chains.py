@@ -200,6 +200,7 @@ def test_chains_that_share_their_start_share_their_teacher_there(clips, capsys):
     below = reference_z[:m] - left["plan"]["physics_states"][:m, 3]
     assert plan["root_below_reference_max_m"] == pytest.approx(below.max(), abs=1e-3)
     assert plan["root_below_at_frame"] == int(np.argmax(below))
+    assert 0 < plan["speed_ratio"] < 1.5 and plan["frames_over_termination_error"] >= 0   # the pace, read alike
     assert meta["branches"] == {"right": ["left", 20]} and right["attrs"]["branch"] == "left@20"
     assert int(right["plan"]["branched_at"]) == 20
     np.testing.assert_array_equal(right["plan"]["commands"][:20], left["plan"]["commands"][:20])
@@ -670,6 +671,25 @@ def test_a_plan_that_sinks_below_the_reference_is_measured_in_metres_and_frames(
     assert sinking(crouched, reference) == {"root_below_reference_max_m": 0.5, "root_below_at_frame": 6,
                                             "frames_root_below_0.3m": 4}
     assert sinking(reference + 0.1, reference[:8])["frames_root_below_0.3m"] == 0
+
+
+def test_a_plan_that_loses_the_pace_is_measured_against_the_reference_s_ground_speed():
+    """npmp_heading --plans: a run that walks the reference's path at full speed, then at half over its last frames,
+    keeps 5/8 of the pace overall and half over the tail, and ends 1.8 m behind; the first frame whose tracking
+    error passes the termination threshold is where the planner went blind."""
+    from benchmarks.npmp_heading import blind_from, pace
+
+    reference = np.stack([np.arange(0, 81, dtype=float) * 0.06, np.zeros(81)], axis=1)   # 1.8 m/s at 0.03 s
+    steps = np.r_[np.full(20, 0.06), np.full(60, 0.03)]
+    walked = np.stack([np.r_[0.0, np.cumsum(steps)], np.zeros(81)], axis=1)
+    assert pace(walked, reference, tail=60) == {"speed_ratio": 0.625, "speed_ratio_last_60": 0.5,
+                                                "root_off_reference_at_end_m": 1.8}
+    assert pace(reference, reference)["speed_ratio"] == 1.0
+    with pytest.raises(ValueError):
+        pace(walked[:1], reference)
+    assert blind_from(np.array([0.1, 0.29, 0.31, 0.2, 0.5])) == {"first_frame_over_termination_error": 2,
+                                                                 "frames_over_termination_error": 2}
+    assert blind_from(np.zeros(3))["first_frame_over_termination_error"] is None
 
 
 def test_a_chain_written_with_one_more_turn_extends_the_reference_a_student_reads(tmp_path):

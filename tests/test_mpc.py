@@ -123,6 +123,26 @@ def test_joint_velocity_shaping_charges_the_summed_squared_velocity_error(env):
     np.testing.assert_allclose(shaped._score(states, reference), plain._score(states, reference) - 0.01 * error)
 
 
+def test_a_walker_that_lags_is_scored_as_if_it_stood_over_the_reference_with_follow_walker(env):
+    """``follow_walker``: the reference's world positions are moved under the walker's root, so a walker shifted
+    1.5 m over the ground scores what it scores in place; without it the shift exceeds the termination error and
+    every step's reward is masked (the planner goes blind: docs/npmp.md, "Teachers that lose the pace")."""
+    planner = TrackingPlanner(env, MPCConfig(threads=1, horizon=5, candidates=2, method="ps"))
+    follow = TrackingPlanner(env, MPCConfig(threads=1, horizon=5, candidates=2, method="ps", follow_walker=True))
+    state = full_state(planner.model, env.physics.data.ptr)
+    corrections = np.random.default_rng(0).normal(scale=0.05, size=(2, 5, len(planner.actuators)))
+    t = env.time_step
+    frames = np.arange(t + 1, t + 6)
+    in_place = planner._score(planner._rollout(state, corrections, t), planner._reference(frames))
+    assert (in_place > 0).all()
+    moved = state.copy()
+    moved[1:3] += (1.2, -0.9)   # the root's ground position (the state: time, then qpos)
+    states = planner._rollout(moved, corrections, t)
+    np.testing.assert_allclose(planner._score(states, planner._reference(frames)), 0.0, atol=1e-12)
+    followed = follow._score(states, follow._moved_over_walker(follow._reference(frames), moved, t))
+    np.testing.assert_allclose(followed, in_place, rtol=1e-6)
+
+
 def test_the_warm_start_decays(env):
     """The kept plan, shifted one step, is scaled by ``warm_start_decay`` before the next step's search: with the
     nominal as the only candidate, the plan executed is exactly that."""
