@@ -53,6 +53,15 @@ from envs.mocap.tracking import TERMINATION_ERROR_THRESHOLD, servo_command
 METHODS = ("ps", "cem")
 
 
+# settings added after planner runs were kept (data/teachers): what those runs were planned with
+SETTINGS_ADDED_SINCE = {"follow_walker": False}
+
+
+def stored_settings(settings: dict | None) -> dict | None:
+    """MPCConfig settings as a collection stored them, with the settings added since at the value they had then."""
+    return None if settings is None else {**SETTINGS_ADDED_SINCE, **settings}
+
+
 @dataclasses.dataclass(frozen=True)
 class MPCConfig:
     horizon: int = 60          # control steps planned ahead (x 0.03 s = 1.8 s; MuJoCo MPC's Humanoid Track plans

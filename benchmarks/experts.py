@@ -229,7 +229,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     from agents.config import ConfigError, apply_overrides
-    from agents.mpc import MPCConfig
+    from agents.mpc import MPCConfig, stored_settings
     from envs import EnvError
     from envs.mocap.tracking import DEFAULT_OUTPUT, snippet_ids
 
@@ -258,7 +258,7 @@ def main(argv=None) -> int:
              f"({len(available)} in all)")
     settings = dataclasses.asdict(config)
     old = json.loads(args.results.read_text()) if args.results.is_file() else {}
-    same = old.get("planner") == settings and old.get("mocap", str(DEFAULT_OUTPUT)) == mocap
+    same = stored_settings(old.get("planner")) == settings and old.get("mocap", str(DEFAULT_OUTPUT)) == mocap
     table = old.get("snippets", {}) if same else {}
     result = {"command": "python benchmarks/experts.py " + " ".join(argv if argv is not None else sys.argv[1:]),
               "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",

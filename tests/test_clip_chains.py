@@ -714,3 +714,31 @@ def test_a_chain_written_with_one_more_turn_extends_the_reference_a_student_read
         reference_extension("a", reference_playback("b", 0, str(short)), longer)
     with pytest.raises(ConfigError, match="no reference of c"):
         reference_extension("c", own, longer)
+
+
+def test_a_kept_run_is_continued_with_other_planner_settings_only_when_asked():
+    """collect --branch-across-settings: a branch may continue a kept run planned before a setting was added (or with
+    another value of it); without the flag that is the one settings error, with it the parent's run is taken as it is
+    and its own settings travel with it (``branch_planner``). Runs kept before ``follow_walker`` existed read as
+    planned with it off."""
+    import dataclasses
+
+    from agents.config import ConfigError
+    from agents.mpc import MPCConfig
+    from pipelines.npmp import data
+
+    kept = ROOT / "data" / "teachers" / "clip_chains_shaped.h5"
+    chains = ROOT / "data" / "mocap" / "cmu_turn_chains.h5"
+    assert data.read_meta(kept)["planner"]["follow_walker"] is False
+    old = dataclasses.asdict(MPCConfig(threads=1, root_orientation_weight=0.2))
+    new = dataclasses.asdict(MPCConfig(threads=1, root_orientation_weight=0.2, follow_walker=True))
+
+    def job(settings, across):
+        return data.CollectJob("pairE", "mpc", "unused.h5", 0, 1, 0.03, 1, settings, {}, {}, str(chains),
+                               (str(kept),), None, ("pairH", 92), across)
+
+    assert "parent_settings" not in data.parent_run(job(old, False), "pairH", 92)   # the same settings: as before
+    with pytest.raises(ConfigError, match="other settings"):
+        data.parent_run(job(new, False), "pairH", 92)
+    plan = data.parent_run(job(new, True), "pairH", 92)
+    assert plan["parent_settings"] == data.read_meta(kept)["planner"] and len(plan["commands"]) > 92

@@ -89,3 +89,12 @@ def test_by_sequence_splits_episodes_by_the_chain_they_walked_and_whether_it_was
         main(["--results", str(results), "--key", KEY, "--primitives", str(taught), "elsewhere",
               "--by-sequence", str(results)])
     assert stop.value.code == 2 and capsys.readouterr().err.startswith("error: --by-sequence:")
+
+
+def test_the_pace_of_a_teacher_is_rank_correlated_with_the_falls_of_its_chains():
+    """npmp_pace_falls: Spearman's rho on ranks with ties averaged; -1 where the falls rise as the pace drops."""
+    from benchmarks.npmp_pace_falls import ranks, spearman
+
+    np.testing.assert_array_equal(ranks(np.array([0.5, 0.9, 0.5, 0.7])), [1.5, 4.0, 1.5, 3.0])
+    assert spearman([0.9, 0.8, 0.7, 0.6], [0.1, 0.3, 0.35, 1.0]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 3], [2, 2, 2]) != spearman([1, 2, 3], [2, 2, 2])   # nan: nothing to rank

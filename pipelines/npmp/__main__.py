@@ -73,6 +73,11 @@ def _collect_args(p):
                         "FRAME, then planned on from there: chains that share their first frames share their "
                         "teacher there (docs/npmp.md, \"The tube a student leaves\"); their references must agree "
                         "up to FRAME")
+    p.add_argument("--branch-across-settings", action="store_true",
+                   help="--branch: the parents' runs may have been planned with other planner settings; each branch "
+                        "takes its parent's run up to FRAME as it is and plans on with these (a run planned again "
+                        "from before where its planner went wrong: docs/npmp.md, \"Teachers that lose the pace\"); "
+                        "the parent's settings are kept in the run's attrs (branch_planner)")
     _ending_arg(p, "rollouts")
     p.add_argument("--trajectories", type=int, default=20,
                    help="noisy rollouts per expert (thesis: 100)")
@@ -286,6 +291,10 @@ def collection_jobs(args) -> tuple[list, dict]:
             raise ConfigError("--branch needs --expert-policy lqr and --plan-from (the file with the parents' runs)")
         if branches:
             expert_meta["branches"] = {s: list(b) for s, b in branches.items()}
+        if args.branch_across_settings:
+            if not branches:
+                raise ConfigError("--branch-across-settings needs --branch")
+            expert_meta["branch_across_settings"] = True
     else:
         if args.expert_policy != "plan":
             raise ConfigError("--expert-policy lqr needs --experts mpc (the LQR law is built around a planner's run)")
@@ -304,7 +313,7 @@ def collection_jobs(args) -> tuple[list, dict]:
                             args.action_noise, args.perturbation_trajectories, settings,
                             {**collection, "seed": args.seed + i}, lqr, mocap,
                             tuple(map(str, args.plan_from)) if args.plan_from else None, env_options,
-                            branches.get(snippet))
+                            branches.get(snippet), args.branch_across_settings)
             for i, (snippet, source) in enumerate(zip(snippets, sources))]
     return jobs, {**collection, "seed": args.seed, "held_out": list(args.held_out)}
 

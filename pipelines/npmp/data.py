@@ -628,9 +628,17 @@ def read_meta(path: Path | str) -> dict:
         with h5py.File(path, "r") as f:
             if f.attrs.get("format") != FORMAT or f.attrs.get("version") != VERSION:
                 raise ConfigError(f"{path} is not a {FORMAT} v{VERSION} file")
-            return json.loads(f.attrs["meta"])
+            return current_meta(json.loads(f.attrs["meta"]))
     except (OSError, KeyError, ValueError) as e:
         raise ConfigError(f"{path} is missing or corrupt ({e.__class__.__name__}: {e})") from None
+
+
+def current_meta(meta: dict) -> dict:
+    """A stored collection meta with its planner settings as they are named now (``agents.mpc.stored_settings``):
+    runs kept before a setting was added compare equal to runs planned with its old value."""
+    from agents.mpc import stored_settings
+
+    return {**meta, "planner": stored_settings(meta["planner"])} if isinstance(meta.get("planner"), dict) else meta
 
 
 def read_snippets(path: Path | str) -> list[str]:
@@ -660,7 +668,7 @@ def read_results(path: Path | str) -> tuple[list[dict], dict]:
                         **{part: {k: v[()] for k, v in group[part].items()} for part in ("bc", "nominal", "plan")
                            if part in group}}
                        for snippet, group in f.items() if isinstance(group, h5py.Group)]
-            return results, json.loads(f.attrs["meta"])
+            return results, current_meta(json.loads(f.attrs["meta"]))
     except (OSError, KeyError, ValueError) as e:
         raise ConfigError(f"{path} is missing or corrupt ({e.__class__.__name__}: {e})") from None
 
@@ -714,25 +722,31 @@ class CollectJob:
     plan_from: tuple[str, ...] | None = None
     env_options: dict | None = None
     branch: tuple[str, int] | None = None   # (parent snippet, frame): the law's run branches from the parent's
+    # the parent's run may have been planned with other planner settings: its frames up to the branch point are taken
+    # as they are and the rest is planned with ``settings`` (a run planned again from before where it went wrong)
+    branch_across_settings: bool = False
 
 
 def run_collect_job(job: CollectJob) -> str:
     """Collect ``job.snippet`` and write its part file (atomically); returns the part's path."""
     if job.expert == "mpc":
         plan, source = plan_of(job.plan_from, job.snippet, job.settings, job.mocap) if job.plan_from else (None, None)
-        branch = None
+        branch, parent_settings = None, None
         if job.branch is not None:
             parent, frame = job.branch
             if plan is not None and int(plan.get("branched_at", -1)) != frame:   # a run planned otherwise
                 plan, source = None, None
             if plan is None:
                 branch = (parent_run(job, parent, frame), frame)
+                parent_settings = branch[0].pop("parent_settings", None)
         result = collect_planner(job.snippet, job.trajectories, job.action_noise_std, job.perturbation_trajectories,
                                  job.seed, job.settings, job.lqr, job.mocap, plan, job.env_options, branch)
         if job.lqr is not None:   # which saved run the law was built around ("": planned here)
             result["attrs"]["plan_from"] = source or ""
         if job.branch is not None:
             result["attrs"]["branch"] = f"{job.branch[0]}@{job.branch[1]}"
+            if branch is not None and parent_settings is not None:   # the prefix's own planner, where it differs
+                result["attrs"]["branch_planner"] = json.dumps(parent_settings, sort_keys=True)
     else:
         result = collect_expert(job.expert, job.trajectories, job.action_noise_std, job.perturbation_trajectories,
                                 job.seed)
@@ -782,7 +796,8 @@ def parent_run(job: CollectJob, parent: str, frame: int) -> dict:
     if found is None:
         raise ConfigError(f"{job.snippet} branches from {parent}, whose planner run is in none of the --plan-from "
                           f"files ({', '.join(job.plan_from or ()) or 'none given'})")
-    check_planner(meta, job.settings, parent)
+    if not job.branch_across_settings:
+        check_planner(meta, job.settings, parent)
     own = reference_playback(job.snippet, 0, job.mocap)
     other = reference_playback(parent, 0, snippet_mocap(found["attrs"]))
     if len(own.states) <= frame or len(other.states) <= frame:
@@ -792,6 +807,8 @@ def parent_run(job: CollectJob, parent: str, frame: int) -> dict:
     if gap > 1e-5:
         raise ConfigError(f"{job.snippet} and {parent} differ before the branch point {frame} (by up to {gap:.3g}); "
                           "branch where they part")
+    if meta.get("planner") != job.settings:   # allowed only across settings (checked above)
+        return {**found["plan"], "parent_settings": meta.get("planner")}
     return found["plan"]
 
 
