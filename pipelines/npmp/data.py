@@ -868,7 +868,7 @@ def merge_parts(paths: list[Path | str], out_path: Path | str, meta: dict) -> Pa
 # merges collections that differ only in these (e.g. a new snippet's collection into a file after its rounds); where a
 # law's run came from (``plan_from``, ``branches``) also travels with each snippet's own attrs
 ROUND_SETTINGS = ("trajectories", "action_noise_std", "perturbation_trajectories", "plan_from", "branches",
-                  "relabelled")
+                  "branch_across_settings", "relabelled")
 
 
 def merge_datasets(paths: list[Path | str], out_path: Path | str, mixed_planners: bool = False,
