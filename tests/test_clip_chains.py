@@ -742,3 +742,28 @@ def test_a_kept_run_is_continued_with_other_planner_settings_only_when_asked():
         data.parent_run(job(new, False), "pairH", 92)
     plan = data.parent_run(job(new, True), "pairH", 92)
     assert plan["parent_settings"] == data.read_meta(kept)["planner"] and len(plan["commands"]) > 92
+
+
+def test_the_teachers_planned_again_continue_their_kept_runs_with_the_planner_that_follows_the_walker():
+    """data/teachers/clip_paced.h5: each of the ten runs planned again from before its planner went blind is the kept
+    run (its own or a sibling's) up to its branch point, then planned with ``follow_walker``; the prefix's own
+    settings travel with it."""
+    import json as _json
+
+    from agents.mpc import stored_settings
+    from pipelines.npmp.data import read_results
+
+    runs, meta = read_results("data/teachers/clip_paced.h5")
+    assert meta["planner"]["follow_walker"] is True
+    kept = {r["snippet"]: r for path in ("data/teachers/clip_chains_shaped.h5", "data/teachers/clip_seqs_shaped.h5")
+            for r in read_results(path)[0]}
+    assert sorted(r["snippet"] for r in runs) == ["pairE", "pairF", "pairG", "pairI", "seqLRRR", "seqRLLL", "seqRLRL",
+                                                  "seqRLRR", "seqRRLR", "seqRRRL"]
+    for run in runs:
+        parent, frame = str(run["attrs"]["branch"]).split("@")
+        assert stored_settings(_json.loads(run["attrs"]["branch_planner"]))["follow_walker"] is False
+        np.testing.assert_array_equal(run["plan"]["commands"][:int(frame)],
+                                      kept[parent]["plan"]["commands"][:int(frame)])
+        n = min(len(run["plan"]["commands"]), len(kept[run["snippet"]]["plan"]["commands"]))
+        assert not np.array_equal(run["plan"]["commands"][int(frame):n],
+                                  kept[run["snippet"]]["plan"]["commands"][int(frame):n])   # planned on anew
