@@ -54,7 +54,7 @@ METHODS = ("ps", "cem")
 
 
 # settings added after planner runs were kept (data/teachers): what those runs were planned with
-SETTINGS_ADDED_SINCE = {"follow_walker": False}
+SETTINGS_ADDED_SINCE = {"follow_walker": False, "follow_walker_slack": 0.0}
 
 
 def stored_settings(settings: dict | None) -> dict | None:
@@ -84,6 +84,10 @@ class MPCConfig:
     # walker ~1 m behind exceeds the termination error in every rollout, whose reward is then masked to zero, and
     # the planner goes blind for the rest of the clip (docs/npmp.md, "Teachers that lose the pace")
     follow_walker: bool = False
+    # with follow_walker, metres of the walker's lag behind the reference kept rather than forgiven: a walker up to
+    # this far behind is asked to catch up (each metre costs ~0.28 reward a step through the termination term), a
+    # lag beyond it is forgiven (docs/npmp.md, "A planner on a leash")
+    follow_walker_slack: float = 0.0
     warm_start_decay: float = 0.97  # the kept plan is scaled by this before it warm-starts the next step (a ~1 s
                                     # time constant); at 1 the joints the reward barely sees (an arm) random-walk
                                     # from plan to plan until the walker falls (docs/npmp.md, "A plan that forgets")
@@ -102,6 +106,8 @@ class MPCConfig:
         if not (self.root_position_weight >= 0 and self.root_orientation_weight >= 0
                 and self.joint_velocity_weight >= 0):
             raise ConfigError("root_position_weight, root_orientation_weight and joint_velocity_weight must be >= 0")
+        if not self.follow_walker_slack >= 0:
+            raise ConfigError(f"follow_walker_slack must be >= 0, got {self.follow_walker_slack}")
         if not 0 <= self.warm_start_decay <= 1:
             raise ConfigError(f"warm_start_decay must be in [0, 1], got {self.warm_start_decay}")
         if self.threads < 0:
@@ -265,9 +271,13 @@ class TrackingPlanner:
 
     def _moved_over_walker(self, reference: dict[str, np.ndarray], state: np.ndarray, t: int) -> dict[str, np.ndarray]:
         """``reference`` with its world positions shifted over the ground by the walker's root (full state
-        ``state``) minus the reference's root at frame ``t`` (``MPCConfig.follow_walker``)."""
+        ``state``) minus the reference's root at frame ``t`` (``MPCConfig.follow_walker``), less
+        ``follow_walker_slack`` metres of that distance (the lag the walker is still asked to make up)."""
         offset = np.zeros(3)
         offset[:2] = state[1:3] - self.env.clip_reference()["position"][t][:2]   # state: time, then qpos
+        distance = float(np.linalg.norm(offset))
+        if distance > 0:
+            offset *= max(0.0, 1.0 - self.config.follow_walker_slack / distance)
         return {k: v + offset if k in self.WORLD_KEYS else v for k, v in reference.items()}
 
     def _score(self, states: np.ndarray, reference: dict[str, np.ndarray]) -> np.ndarray:

@@ -143,6 +143,28 @@ def test_a_walker_that_lags_is_scored_as_if_it_stood_over_the_reference_with_fol
     np.testing.assert_allclose(followed, in_place, rtol=1e-6)
 
 
+def test_follow_walker_slack_keeps_that_much_of_the_lag(env):
+    """``follow_walker_slack``: the reference is moved toward the walker by its lag less the slack, so a walker
+    1.5 m behind still has the slack's 0.4 m to make up, and one within the slack is compared where it is."""
+    planner = TrackingPlanner(env, MPCConfig(threads=1, horizon=5, candidates=2, method="ps", follow_walker=True,
+                                             follow_walker_slack=0.4))
+    state = full_state(planner.model, env.physics.data.ptr)
+    t = env.time_step
+    reference = planner._reference(np.arange(t + 1, t + 6))
+    root = env.clip_reference()["position"][t][:2]
+    for shift, left in (((1.2, -0.9), 0.4), ((0.3, 0.0), 0.3)):
+        moved = state.copy()
+        moved[1:3] = root + np.array(shift)
+        leashed = planner._moved_over_walker(reference, moved, t)
+        offset = leashed["position"] - reference["position"]
+        np.testing.assert_allclose(offset[:, 2], 0.0)
+        np.testing.assert_allclose(np.linalg.norm(moved[1:3] - (root + offset[0, :2])), left, rtol=1e-9)
+        np.testing.assert_allclose(leashed["body_positions"] - reference["body_positions"],
+                                   np.broadcast_to(offset[:, None], reference["body_positions"].shape))
+    with pytest.raises(ConfigError, match="follow_walker_slack"):
+        MPCConfig(follow_walker_slack=-1.0).validate()
+
+
 def test_the_warm_start_decays(env):
     """The kept plan, shifted one step, is scaled by ``warm_start_decay`` before the next step's search: with the
     nominal as the only candidate, the plan executed is exactly that."""
