@@ -241,7 +241,8 @@ def main(argv=None) -> int:
     p.add_argument("--output", type=Path, default=RESULTS)
     p.add_argument("--report", action="store_true", help="only rebuild the summary from finished runs")
     p.add_argument("--greedy-episodes", type=int, default=0, metavar="N",
-                   help="also run each finished run's last policy greedily on N fresh episodes (kept with the run)")
+                   help="also run each finished run's last policy greedily on N fresh episodes (kept with the run); a "
+                        "run recorded without them whose directory is gone is trained again")
     args = p.parse_args(argv)
 
     if args.greedy_episodes < 0:
@@ -286,7 +287,15 @@ def main(argv=None) -> int:
                       flush=True)
                 del runs[key]
                 shutil.rmtree(logdir, ignore_errors=True)
-        run_jobs(_job, jobs, args.workers, runs, args.output, header)
+        # a run recorded without the greedy evaluation asked for, whose directory (its policy) is gone, e.g. on
+        # another machine: trained again with the same seed, its record kept until the new one lands
+        again = frozenset(key for key, *_, logdir in jobs if args.greedy_episodes and key in runs
+                          and runs[key].get("greedy", {}).get("episodes") != args.greedy_episodes
+                          and not Path(logdir).is_dir())
+        for key in sorted(again):
+            print(f"{key}: no greedy evaluation of {args.greedy_episodes} episodes and no run directory to make one "
+                  "from: run again", flush=True)
+        run_jobs(_job, jobs, args.workers, runs, args.output, header, again)
         for key, *_, logdir in jobs:   # kept per run: a rerun measures only what is missing
             if args.greedy_episodes and key in runs and Path(logdir).is_dir() and \
                     runs[key].get("greedy", {}).get("episodes") != args.greedy_episodes:

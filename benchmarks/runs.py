@@ -159,11 +159,13 @@ def _add_missing(into: dict, other: dict) -> None:
             _add_missing(into[key], value)
 
 
-def run_jobs(job, jobs: list[tuple], workers: int, runs: dict, results_path: Path, header: dict) -> None:
-    """``job(args) -> (key, record)`` for each of ``jobs`` (``args[0]`` is the key) not yet in ``runs``, in
-    ``workers`` fresh processes; ``results_path`` is rewritten after every finished run, so a long benchmark can be
-    interrupted and rerun without losing finished runs. A run that raises is reported on a line and stays missing."""
-    todo = [j for j in jobs if j[0] not in runs]
+def run_jobs(job, jobs: list[tuple], workers: int, runs: dict, results_path: Path, header: dict,
+             again: frozenset = frozenset()) -> None:
+    """``job(args) -> (key, record)`` for each of ``jobs`` (``args[0]`` is the key) not yet in ``runs``, or in
+    ``again`` (recorded runs to make anew: each record is kept until its new one replaces it), in ``workers`` fresh
+    processes; ``results_path`` is rewritten after every finished run, so a long benchmark can be interrupted and
+    rerun without losing finished runs. A run that raises is reported on a line and stays as it was."""
+    todo = [j for j in jobs if j[0] not in runs or j[0] in again]
     if not todo:
         return
 

@@ -2,6 +2,7 @@
 entries, the chain the encoder reads, the same chain written as a snippet for the planner, the environment whose
 action is a clip, and the benchmark on `humanoid`."""
 import json
+import shutil
 
 import h5py
 import numpy as np
@@ -614,7 +615,12 @@ def test_the_reuse_benchmark_runs_the_clip_high_level_with_its_own_settings(tmp_
     assert result["reuse"]["npmp_clips"]["greedy_targets_per_episode"] == [run["greedy"]["targets_per_episode"]]
     config = json.loads((tmp_path / "runs" / "npmp_clips-seed0-steps300" / "config.json").read_text())
     assert "128" not in str(config["agent"]["hidden"])   # not COMMON's svg0 width
-    capsys.readouterr()
+    # recorded without the greedy episodes now asked for, its directory gone (another machine): trained again
+    shutil.rmtree(tmp_path / "runs")
+    assert bench.main([*common, "--greedy-episodes", "3"]) == 0
+    (again,) = json.loads(output.read_text())["runs"].values()
+    assert again["greedy"]["episodes"] == 3 and (tmp_path / "runs" / "npmp_clips-seed0-steps300").is_dir()
+    assert "run again" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_:
         bench.main([*common, "--clip-primitives", str(tmp_path / "none")])
     assert exit_.value.code == 2 and "no primitives at" in capsys.readouterr().err
