@@ -655,26 +655,24 @@ def test_the_kept_teachers_are_the_shaped_planner_s_runs_on_the_kept_chains(monk
     # the chains one turn longer (pipelines/npmp/recipes/clip_teachers_five.sh): on their own mocap file, each
     # branched from its four-turn parent's kept run, and every run to its chain's end
     five = "data/mocap/cmu_turn_chains5.h5"
-    runs, meta = read_results("data/teachers/clip_seqs5_shaped.h5")
+
+    def children(path: str) -> tuple[list[dict], dict]:
+        runs, meta = read_results(path)
+        for run in runs:
+            parent, _, frame = run["attrs"]["branch"].partition("@")
+            assert run["attrs"]["mocap"] == five and parent in branched and "bc" not in run
+            plan, _ = plan_of([path], run["snippet"], meta["planner"], five)
+            assert int(plan["branched_at"]) == int(frame) and int(plan["stopped_at"]) == -1
+            assert len(plan["physics_states"]) == len(reference_playback(run["snippet"], 0, five).states)
+        return runs, meta
+
+    runs, meta = children("data/teachers/clip_seqs5_shaped.h5")
     assert len(runs) == 18 and meta["planner"]["root_orientation_weight"] == 0.2
-    parents = set(branched)
-    for run in runs:
-        parent, _, frame = run["attrs"]["branch"].partition("@")
-        assert run["attrs"]["mocap"] == five and parent in parents and "bc" not in run
-        plan, _ = plan_of(["data/teachers/clip_seqs5_shaped.h5"], run["snippet"], meta["planner"], five)
-        assert int(plan["branched_at"]) == int(frame) and int(plan["stopped_at"]) == -1
-        assert len(plan["physics_states"]) == len(reference_playback(run["snippet"], 0, five).states)
     assert {r["snippet"]: r["attrs"]["branch"] for r in runs}["seqLLLRL"] == "pairJ@120"
     # the same children planned from 46 frames before they part, following the walker
     # (pipelines/npmp/recipes/clip_teachers_tail.sh): the 14 whose run reached its chain's end
-    runs, meta = read_results("data/teachers/clip_tail.h5")
+    runs, meta = children("data/teachers/clip_tail.h5")
     assert len(runs) == 14 and meta["planner"]["follow_walker"] is True
-    for run in runs:
-        parent, _, frame = run["attrs"]["branch"].partition("@")
-        assert run["attrs"]["mocap"] == five and parent in parents and "bc" not in run
-        plan, _ = plan_of(["data/teachers/clip_tail.h5"], run["snippet"], meta["planner"], five)
-        assert int(plan["branched_at"]) == int(frame) and int(plan["stopped_at"]) == -1
-        assert len(plan["physics_states"]) == len(reference_playback(run["snippet"], 0, five).states)
 
 
 def test_a_plan_that_sinks_below_the_reference_is_measured_in_metres_and_frames():
