@@ -287,18 +287,19 @@ def main(argv=None) -> int:
                       flush=True)
                 del runs[key]
                 shutil.rmtree(logdir, ignore_errors=True)
-        # a run recorded without the greedy evaluation asked for, whose directory (its policy) is gone, e.g. on
-        # another machine: trained again with the same seed, its record kept until the new one lands
-        again = frozenset(key for key, *_, logdir in jobs if args.greedy_episodes and key in runs
-                          and runs[key].get("greedy", {}).get("episodes") != args.greedy_episodes
-                          and not Path(logdir).is_dir())
+        def lacks_greedy(key: str) -> bool:   # a recorded run without the greedy evaluation asked for
+            return bool(args.greedy_episodes) and key in runs and \
+                runs[key].get("greedy", {}).get("episodes") != args.greedy_episodes
+
+        # such a run whose directory (its policy) is gone, e.g. on another machine: trained again with the same
+        # seed, its record kept until the new one lands
+        again = frozenset(key for key, *_, logdir in jobs if lacks_greedy(key) and not Path(logdir).is_dir())
         for key in sorted(again):
             print(f"{key}: no greedy evaluation of {args.greedy_episodes} episodes and no run directory to make one "
                   "from: run again", flush=True)
         run_jobs(_job, jobs, args.workers, runs, args.output, header, again)
         for key, *_, logdir in jobs:   # kept per run: a rerun measures only what is missing
-            if args.greedy_episodes and key in runs and Path(logdir).is_dir() and \
-                    runs[key].get("greedy", {}).get("episodes") != args.greedy_episodes:
+            if lacks_greedy(key) and Path(logdir).is_dir():
                 runs[key]["greedy"] = greedy_episodes(Path(logdir), args.greedy_episodes)
                 print(f"{key}: greedy {runs[key]['greedy']}", flush=True)
                 write_json(args.output, {**header, "runs": runs})
