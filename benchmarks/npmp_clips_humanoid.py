@@ -53,6 +53,10 @@ deterministic), so a handful of distinct walks stand for all of them; with noise
 Results are kept per primitives, controller and episode: a rerun measures only what the file lacks. ``--frames DIR``
 draws the chosen episodes again (seeded, deterministic physics) as PNG strips of the walker's back camera, a frame
 every second: ``<primitives>__<controller>__<episode>.png``.
+
+``--primitives A+B+...`` runs a committee (``Committee``): every member's encoder keeps its own latent as when it
+acts alone, and the environment receives the mean of the members' commands. Whether students' errors are their own
+(a committee stays up longer) or shared (it does not) (docs/npmp.md, "A committee of students").
 """
 from __future__ import annotations
 
@@ -89,6 +93,56 @@ class NoisyCommands(gym.ActionWrapper):
     def action(self, command):
         noisy = command + self.sigma * self.rng.standard_normal(np.shape(command))
         return np.clip(noisy, -1.0, 1.0).astype(np.float32)
+
+
+class Committee:
+    """Primitives that act as the mean of their members' commands (``--primitives A+B+...``; module docstring):
+    the latent is the members' latents side by side, each member encoding its own part from its own z_{t-1}."""
+
+    def __init__(self, members: list):
+        first = members[0].config
+        for other in members[1:]:
+            c = other.config
+            if (c.state_dim, c.action_dim, c.read_offsets, c.path_offsets) != (first.state_dim, first.action_dim,
+                                                                              first.read_offsets, first.path_offsets):
+                raise ValueError("committee members must read the same states and reference frames and give the "
+                                 "same actions")
+        import dataclasses
+
+        self.members, self.latent = members, first.latent_dim
+        self.config = dataclasses.replace(first, latent_dim=first.latent_dim * len(members))
+
+    def parameters(self):
+        return self.members[0].parameters()
+
+    def _parts(self, z):
+        return [z[..., i * self.latent:(i + 1) * self.latent] for i in range(len(self.members))]
+
+    def encode_step(self, z_prev, window):
+        import torch
+
+        means, stds = zip(*(m.encode_step(z, window) for m, z in zip(self.members, self._parts(z_prev))))
+        return torch.cat(means, -1), torch.cat(stds, -1)
+
+    def decode(self, state, z):
+        import torch
+
+        means = [m.decode(state, part)[0] for m, part in zip(self.members, self._parts(z))]
+        mean = torch.stack(means).mean(0)
+        return mean, torch.full_like(mean, self.members[0].config.decoder_std)
+
+
+def load_committee(path: Path):
+    """(model, meta) of ``--primitives`` PATH: one set, or a ``Committee`` of the sets joined by ``+`` (the first
+    one's meta; every member must read the same observation groups)."""
+    from priors.npmp import load_primitives
+
+    loaded = [load_primitives(part) for part in str(path).split("+")]
+    if len(loaded) == 1:
+        return loaded[0]
+    if any(meta["obs_groups"] != loaded[0][1]["obs_groups"] for _, meta in loaded):
+        raise ValueError("committee members must read the same observation groups")
+    return Committee([model for model, _ in loaded]), loaded[0][1]
 
 
 def walker_pose(env) -> np.ndarray:
@@ -345,7 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clips", nargs="+", required=True, metavar="CLIP[:FRAMES]",
                    help="the clips to choose from (the first, a walk, starts every episode); with :FRAMES, a choice "
                         "follows that clip for at most FRAMES frames (a looped walk a stride at a time)")
-    p.add_argument("--primitives", type=Path, nargs="*", default=[])
+    p.add_argument("--primitives", type=Path, nargs="*", default=[],
+                   help="primitives directories; A+B+... is a committee of them (module docstring)")
     p.add_argument("--controllers", nargs="+", choices=CONTROLLERS, default=list(CONTROLLERS[:4]))
     p.add_argument("--depth", type=int, default=2, help="planned: segments simulated per choice")
     p.add_argument("--start-frames", type=int, default=30, help="frames of the first clip before the first choice")
@@ -378,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     from agents.checkpoint import CheckpointError
     from agents.config import ConfigError
     from agents.npmp import clip_graph, parse_clip_choices
-    from priors.npmp import ModuleFileError, load_primitives
+    from priors.npmp import ModuleFileError
     from priors.reuse import ClipChoiceActionEnv
 
     torch.set_num_threads(1)
@@ -411,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"reach ({key}): {results['reach'][key]}", flush=True)
     for path in args.primitives:
         try:
-            model, meta = load_primitives(path)
+            model, meta = load_committee(path)
         except (ModuleFileError, ValueError, OSError) as e:
             fail(f"primitives {path}: {str(e).splitlines()[0]}")
         rows = results.setdefault("primitives", {}).setdefault(str(path), {})

@@ -424,6 +424,29 @@ def test_the_benchmark_on_humanoid_keeps_its_episodes_and_refuses_bad_input(clip
         assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
+def test_a_committee_of_one_set_with_itself_walks_as_the_set(clips, capsys, tmp_path):
+    """--primitives A+B: the members' commands averaged, each member with its own latent; two copies of one set act
+    exactly as the set alone, and members that read other observation groups are refused."""
+    from benchmarks.npmp_clips_humanoid import main
+
+    one = str(clips["primitives"])
+    results = tmp_path / "committee.json"
+    common = ["--mocap", str(clips["walks"]), str(TURNS), "--clips", f"{WALK}:20", LEFT, RIGHT, "--episodes", "1",
+              "--controllers", "nearest", "--action-noise", "0.02", "--results", str(results)]
+    assert main([*common, "--primitives", one, f"{one}+{one}"]) == 0
+    rows = json.loads(results.read_text())["primitives"]
+    alone, committee = (rows[name]["nearest, noise 0.02"]["0"] for name in (one, f"{one}+{one}"))
+    assert committee == alone and alone["steps"] > 0
+    other = tmp_path / "other"
+    shutil.copytree(one, other)
+    meta = json.loads((other / "meta.json").read_text())
+    meta["obs_groups"] = {"walker": sum(meta["obs_groups"].values())}   # as many features, another group
+    (other / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(SystemExit) as exit_:
+        main([*common, "--primitives", f"{one}+{other}"])
+    assert exit_.value.code == 2 and "observation groups" in capsys.readouterr().err
+
+
 def test_the_walked_bound_walks_each_sequence_once_and_lays_it_on_every_episode(clips, capsys):
     """--walked: the tree of choices walked from one episode; a leaf's choices walked again give its path, and from
     another episode's start the same path moved there (the bound lays one tree on every episode)."""
