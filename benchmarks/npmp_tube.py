@@ -15,6 +15,11 @@ driving closed loop from the clip's first frame, leaves it:
   round labels the student's states with the law; where the law itself cannot recover from them, its labels there
   teach no way back. With ``--handover-by planner`` the collection's planner takes over instead (it plans from the
   state it finds: about 1.8 s per step here).
+With ``--groups`` it reads the DAgger rounds' episodes already in the data file (the students' own states, no
+student is run) and tells, per observation group of the proprioceptive state (joint angles, body height, the
+velocimeter, ...), how far they and the law's own noisy rollouts lie from the law's noise-free run, per bin of
+``--every`` frames (``groups``: medians over the snippets' episodes): which parts of the body's state a student lets
+drift where the law holds them (docs/npmp.md, "What the students let drift").
 With ``--laws`` it reports how many of each law's noisy rollouts in the collection reach the snippet's end
 (``laws``: rollouts, to the end, median steps, the steps of the falls and, on chains, each fall's offset from
 the nearest join). With ``--nominals`` it also compares the laws' noise-free runs of
@@ -96,6 +101,29 @@ def nominal_gaps(dataset, snippets: list[str], every: int) -> dict:
             gaps[f"{a} / {b}"] = {"every": every, "state_distance": binned(apart, every),
                                   "label_difference": binned(labels, every)}
     return gaps
+
+
+def group_drift(dataset, snippets: list[str], groups: dict[str, slice], every: int) -> dict:
+    """Per observation group (``groups``: name -> its slice of the proprio state), the median over episodes of
+    each bin's mean distance from the law's noise-free run (spread as in ``tube``), for the law's noisy rollouts
+    (``law``) and for the episodes the DAgger rounds appended (``rounds``), pooled over ``snippets``."""
+    bins = {"law": {g: {} for g in groups}, "rounds": {g: {} for g in groups}}
+    count = {"law": 0, "rounds": 0}
+    for snippet in snippets:
+        nominal, spread, _, _ = tube(dataset, snippet)
+        collected = int(dataset.attrs[snippet]["trajectories"])
+        for i in range(dataset.bc_trajectories(snippet)):
+            who = "law" if i < collected else "rounds"
+            states = dataset.trajectory(snippet, "bc", i)["states"]
+            n = min(len(states), len(nominal))
+            count[who] += 1
+            for name, part in groups.items():
+                apart = distance(states[:n, part], nominal[:n, part], spread[part])
+                for k in range(0, n, every):
+                    bins[who][name].setdefault(k, []).append(float(apart[k:k + every].mean()))
+    return {"every": every, "episodes": count,
+            **{who: {name: [round(float(np.median(per[k])), 3) for k in sorted(per)] for name, per in rows.items()}
+               for who, rows in bins.items()}}
 
 
 def binned(x: np.ndarray, every: int) -> list[float]:
@@ -184,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--primitives", type=Path, nargs="*", default=[])
     p.add_argument("--nominals", action="store_true", help="also compare the snippets' noise-free runs pairwise")
     p.add_argument("--laws", action="store_true", help="also count the laws' noisy rollouts that reach the end")
+    p.add_argument("--groups", action="store_true",
+                   help="also tell, per observation group, how far the data's DAgger episodes and the law's rollouts "
+                        "lie from the law's run (module docstring)")
     p.add_argument("--snippets", nargs="+", required=True)
     p.add_argument("--noise", type=float, default=0.0, help="action noise on the student's commands")
     p.add_argument("--stay", type=int, default=3, help="frames in a row outside the tube that count as leaving it")
@@ -214,8 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         dataset = NPMPDataset(args.data, snippets=args.snippets)
     except ConfigError as e:
         fail(str(e))
-    if not args.primitives and not args.nominals and not args.laws:
-        fail("nothing to measure: give --primitives, --nominals and/or --laws")
+    if not args.primitives and not args.nominals and not args.laws and not args.groups:
+        fail("nothing to measure: give --primitives, --nominals, --laws and/or --groups")
     results = resumed_results(args.results, Path(__file__).name, argv, mocap=str(args.mocap))
     if args.nominals:
         gaps = results.setdefault("nominals", {}).setdefault(str(args.data), {})
@@ -238,6 +269,22 @@ def main(argv: list[str] | None = None) -> int:
                     if "joins" in law else "")
             print(f"{args.data}: {snippet}: {law['to_the_end']} of {law['rollouts']} rollouts to the end "
                   f"({law['frames']} steps), median {law['median_steps']:g}, falls at {law['falls']}{near}")
+    if args.groups:
+        import envs
+
+        walker = envs.make("humanoid", seed=0)   # the walker's proprio layout, as in every tracking env
+        groups = {name: part for name, part in walker.unwrapped.observation_slices("proprio").items()
+                  if part.stop > part.start}
+        walker.close()
+        drift = group_drift(dataset, args.snippets, groups, args.every)
+        if not drift["episodes"]["rounds"]:
+            fail(f"{args.data} holds no DAgger episodes of {', '.join(args.snippets)} (pipelines.npmp relabel)")
+        results.setdefault("groups", {})[str(args.data)] = drift
+        save_results(args.results, results)
+        print(f"{args.data}: distance from the law's run per {args.every} frames, law's rollouts / DAgger episodes "
+              f"({drift['episodes']['law']} / {drift['episodes']['rounds']}):")
+        for name in groups:
+            print(f"  {name}: {drift['law'][name][:8]} / {drift['rounds'][name][:8]}")
     rows = results.setdefault("primitives", {})
     for primitives in args.primitives:
         for snippet in args.snippets:

@@ -239,6 +239,34 @@ def test_the_laws_falls_are_placed_against_the_chain_s_joins():
     assert "joins" not in law_endings(Rollouts(), "c")
 
 
+def test_the_drift_by_observation_group_tells_the_rounds_episodes_from_the_law_s():
+    """``npmp_tube.py --groups``: per observation group and bin, the median distance from the law's run of the law's
+    rollouts and of the DAgger episodes; an episode that drifts in one group's dimensions only drifts there."""
+    from benchmarks.npmp_tube import group_drift
+
+    rng = np.random.default_rng(0)
+    nominal = rng.normal(size=(21, 4))
+    law = [nominal + 0.05 * rng.normal(size=nominal.shape) for _ in range(2)]
+    drifting = nominal.copy()
+    drifting[:, 2:] += np.linspace(0, 1, 21)[:, None]   # the second group drifts away, the first stays on the run
+    drifting = drifting[:15]                             # and the episode ends early (a fall)
+
+    class Data:   # two law rollouts, then one DAgger episode
+        attrs = {"c": {"trajectories": 2}}
+
+        def trajectory(self, snippet, kind, i):
+            return {"states": nominal if kind == "nominal" else [*law, drifting][i]}
+
+        def bc_trajectories(self, snippet):
+            return 3
+
+    drift = group_drift(Data(), ["c"], {"a": slice(0, 2), "b": slice(2, 4)}, every=5)
+    assert drift["episodes"] == {"law": 2, "rounds": 1} and drift["every"] == 5
+    assert len(drift["law"]["a"]) == 5 and len(drift["rounds"]["a"]) == 3   # 21 frames; the episode's 15
+    assert drift["rounds"]["a"] == [0.0, 0.0, 0.0]
+    assert drift["rounds"]["b"] == sorted(drift["rounds"]["b"]) and drift["rounds"]["b"][-1] > 5 * drift["law"]["b"][2]
+
+
 @pytest.mark.slow   # about 2.5 minutes alone: collect, distil, evaluate and four relabelling rounds (make test-slow)
 def test_collections_from_another_mocap_file_keep_their_reference_through_distil_and_relabel(tmp_path, capsys):
     """collect --mocap: snippets of a mocap file that is not the shipped one (a walk looped past its clip's end) are
