@@ -21,6 +21,11 @@ data/mocap/cmu_turn_chains.h5) also splits each primitives' episodes by the chai
 follow, and by whether the primitives were taught that chain (its name among the clips in their meta.json): where
 they fall depends on whether they were shown the sequence of clips the high level chose (docs/npmp.md, "Three
 more DAgger rounds from the shipped set").
+
+``--by-segment`` also counts, per primitives, the episodes that entered each segment of their chain (the n-th
+choice; ``LAST_SEGMENT`` and after pooled) and those that fell in it, apart for a segment that goes on with the clip
+before it (``same``: the same turn again) and one that changes clip (``switch``): is the hazard the segment's place
+in the episode or the change of direction (docs/npmp.md, "What the students let drift")?
 """
 from __future__ import annotations
 
@@ -135,6 +140,27 @@ def by_sequence(rows: dict[str, dict], chains: dict[str, tuple[str, ...]], taugh
             for table in groups}
 
 
+LAST_SEGMENT = 6   # --by-segment: segments from this one on are pooled (few episodes get there)
+
+
+def by_segment(rows: dict[str, dict]) -> dict:
+    """Per segment of the episodes' chains (``"<n> same"`` or ``"<n> switch"``, the start's ``"0 start"``): how
+    many episodes entered it, how many fell in it, and the share that fell (module docstring)."""
+    counts: dict[str, tuple[int, int]] = {}
+    for row in rows.values():
+        start, before = 0, None
+        for n, (clip, _, frames) in enumerate(row["chain"]):
+            if row["steps"] < start:
+                break
+            kind = "start" if n == 0 else "same" if clip == before else "switch"
+            key = f"{min(n, LAST_SEGMENT)} {kind}"
+            entered, fell = counts.get(key, (0, 0))
+            counts[key] = (entered + 1, fell + int(row["fell"] and row["steps"] < start + frames))
+            start, before = start + frames, clip
+    return {key: {"entered": e, "fell": f, "hazard": round(f / e, 3)}
+            for key, (e, f) in sorted(counts.items(), key=lambda kv: (int(kv[0].split()[0]), kv[0]))}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--results", type=Path, nargs="+", required=True,
@@ -146,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--by-sequence", type=Path, metavar="CHAINS.h5",
                    help="also split each primitives' episodes by the chain their first segments follow and by "
                         "whether the primitives were taught it (module docstring)")
+    p.add_argument("--by-segment", action="store_true",
+                   help="also count the falls per segment of the chain, same turn again or a change (docstring)")
     args = p.parse_args(argv)
     if len(args.primitives) < 2:
         fail("need two or more --primitives: the first is the reference the others are paired against")
@@ -177,6 +205,13 @@ def main(argv: list[str] | None = None) -> int:
                     {s: held[name][s] for s in shared}, chains, taught_chains(name))
         except (ValueError, KeyError, TypeError) as e:
             fail(f"--by-sequence: {str(e).splitlines()[0]}")
+    if args.by_segment:
+        shared = set.intersection(*(set(held[name]) for name in args.primitives))
+        try:
+            for name in args.primitives:
+                ranking["primitives"][name]["by_segment"] = by_segment({s: held[name][s] for s in shared})
+        except (ValueError, KeyError, TypeError) as e:
+            fail(f"--by-segment: the rows lack their chains ({str(e).splitlines()[0]})")
     for name, row in ranking["primitives"].items():
         line = (f"{name}: {row['targets']} targets in {ranking['episodes']} episodes "
                 f"({row['targets_per_episode']} per episode, 95 % {row['targets_per_episode_95']}), median "
@@ -191,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"steps upright, {part['falls_within']} fall before the chain's end "
                   f"({part[f'falls_in_last_{END_WINDOW}']} in its last {END_WINDOW} steps; median steps from its end "
                   f"{part['median_steps_from_end']:+g})", flush=True)
+        if "by_segment" in row:
+            print("  fell / entered per segment: " + ", ".join(
+                f"{key} {part['fell']}/{part['entered']}" for key, part in row["by_segment"].items()), flush=True)
     if args.out:
         write_json(args.out, ranking)
     return 0

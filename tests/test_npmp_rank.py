@@ -98,3 +98,28 @@ def test_the_pace_of_a_teacher_is_rank_correlated_with_the_falls_of_its_chains()
     np.testing.assert_array_equal(ranks(np.array([0.5, 0.9, 0.5, 0.7])), [1.5, 4.0, 1.5, 3.0])
     assert spearman([0.9, 0.8, 0.7, 0.6], [0.1, 0.3, 0.35, 1.0]) == pytest.approx(-1.0)
     assert spearman([1, 2, 3], [2, 2, 2]) != spearman([1, 2, 3], [2, 2, 2])   # nan: nothing to rank
+
+
+def test_falls_are_counted_per_segment_apart_for_the_same_turn_again_and_a_change(tmp_path, capsys):
+    """--by-segment: an episode enters every segment it reaches and falls in the one its last step lies in; a
+    segment with the clip before it is ``same``, another clip ``switch``; late segments pooled."""
+    from benchmarks.npmp_rank import LAST_SEGMENT, by_segment
+
+    L, R = "16_27-0", "16_27-0-mirror"
+    chain = [[L, 0, 20], [L, 20, 43], [R, 17, 46], [R, 29, 34]]   # segments end at 20, 63, 109, 143
+    episodes = {"1": {"chain": chain, "steps": 70, "fell": True},    # fell in the switch to R
+                "2": {"chain": chain, "steps": 143, "fell": False},  # walked all four (the episode ended)
+                "3": {"chain": chain, "steps": 120, "fell": True},   # fell in R again
+                "4": {"chain": [[L, 0, 20]] + [[L, 29, 34]] * (LAST_SEGMENT + 1), "steps": 20 + 34 * 7 - 1,
+                      "fell": True}}                                 # the late segments pooled
+    counts = by_segment(episodes)
+    assert counts["0 start"] == {"entered": 4, "fell": 0, "hazard": 0.0}
+    assert counts["1 same"] == {"entered": 4, "fell": 0, "hazard": 0.0}
+    assert counts["2 switch"] == {"entered": 3, "fell": 1, "hazard": 0.333}
+    assert counts["3 same"]["entered"] == 3 and counts["3 same"]["fell"] == 1   # episodes 2, 3 and 4
+    assert counts[f"{LAST_SEGMENT} same"] == {"entered": 2, "fell": 1, "hazard": 0.5}
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps({"primitives": {name: {KEY: {s: {**e, "targets_reached": 0}
+                                                              for s, e in episodes.items()}} for name in "ab"}}))
+    assert main(["--results", str(results), "--key", KEY, "--primitives", "a", "b", "--by-segment"]) == 0
+    assert "2 switch 1/3" in capsys.readouterr().out
