@@ -158,6 +158,30 @@ def test_lqr_experts_label_with_the_feedback_law_around_the_planners_run(tmp_pat
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(relabelled),
                       "--trajectories", "1", "--processes", "1"]) == 0
     assert NPMPDataset(relabelled).meta["lqr"] == dataset.meta["lqr"]
+    # the same round with pushes on the walker's root: recorded with the round, and the episode is another one
+    pushed = tmp_path / "pushed.h5"
+    assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(pushed),
+                      "--trajectories", "1", "--processes", "1", "--pushes", "0.1", "0.06", "0.3"]) == 0
+    assert NPMPDataset(pushed).meta["relabelled"][-1]["pushes"] == {"push_every": 0.1, "push_duration": 0.06,
+                                                                    "push_scale": 0.3}
+    episode = lambda path: NPMPDataset(path).trajectory(TRAIN, "bc", 2)["states"]   # after the 2 collected
+    calm, shoved = episode(relabelled), episode(pushed)
+    n = min(len(calm), len(shoved))
+    assert not np.allclose(calm[:n], shoved[:n])
+    # or the law drives its own pushed episodes, appended like a round's: its labels are its executed commands
+    # less the noise, and no primitives are needed
+    shown = tmp_path / "shown.h5"
+    assert npmp_main(["relabel", "--data", str(data), "--primitives", str(tmp_path / "none"), "--out", str(shown),
+                      "--trajectories", "1", "--processes", "1", "--action-noise", "0", "--driver", "labeller",
+                      "--pushes", "0.1", "0.06", "0.3"]) == 0
+    round_meta = NPMPDataset(shown).meta["relabelled"][-1]
+    assert round_meta["driver"] == "labeller" and round_meta["primitives"] is None
+    own = NPMPDataset(shown).trajectory(TRAIN, "bc", 2)
+    np.testing.assert_allclose(own["actions"], np.clip(own["mean_actions"], -1, 1), atol=1e-6)
+    capsys.readouterr()
+    assert npmp_main(["relabel", "--data", str(data), "--out", str(tmp_path / "bad.h5"), "--driver", "labeller",
+                      "--labeller", "planner"]) == 2
+    assert "--driver labeller needs --labeller collected" in capsys.readouterr().err
     # a DAgger round continues from the primitives: their normalisation kept, their own training recorded
     continued = tmp_path / "continued"
     assert npmp_main(["distill", "--data", str(relabelled), "--init", str(primitives), "--distill-steps", "2",
@@ -265,6 +289,36 @@ def test_the_drift_by_observation_group_tells_the_rounds_episodes_from_the_law_s
     assert len(drift["law"]["a"]) == 5 and len(drift["rounds"]["a"]) == 3   # 21 frames; the episode's 15
     assert drift["rounds"]["a"] == [0.0, 0.0, 0.0]
     assert drift["rounds"]["b"] == sorted(drift["rounds"]["b"]) and drift["rounds"]["b"][-1] > 5 * drift["law"]["b"][2]
+
+
+def test_pushes_act_on_the_walker_s_root_only_while_they_last(capsys):
+    """``relabel --pushes``: a force on the walker's root body during the steps a push lasts, none between; the
+    same draws give the same pushes; a bad schedule is one clear error."""
+    import envs
+    from envs.mocap import tracking
+    from pipelines.npmp.data import ConfigError, pushed_steps, pushes_model
+
+    env = envs.make(f"{tracking.TIMED_FAMILY}:{TRAIN}", seed=0)
+    env.reset(seed=0)
+    applied = env.unwrapped.physics.data.xfrc_applied
+    pushes = {"push_every": 0.09, "push_duration": 0.06, "push_scale": 0.5}   # control steps of 0.03 s
+    push = pushed_steps(env, pushes, np.random.default_rng(0))
+    seen = []
+    for t in range(8):
+        push(t)
+        seen.append(applied[1, :3].copy())
+        assert not applied[2:].any() and not applied[1, 3:].any()   # the root alone, no torque
+    moving = [bool(np.any(f)) for f in seen]
+    assert moving == [False, False, False, True, True, False, True, True]   # from 0.09 s, for 2 steps, twice
+    weight = 70.0 * 9.81
+    assert 0.05 * weight < np.abs(seen[3]).max() < 5 * weight and np.array_equal(seen[3], seen[4])
+    again = pushed_steps(env, pushes, np.random.default_rng(0))
+    again(3)
+    np.testing.assert_array_equal(applied[1, :3], seen[3])
+    env.close()
+    for bad in ({**pushes, "push_duration": 0.2}, {**pushes, "push_scale": -1.0}):
+        with pytest.raises(ConfigError, match="pushes"):
+            pushes_model(bad)
 
 
 @pytest.mark.slow   # about 2.5 minutes alone: collect, distil, evaluate and four relabelling rounds (make test-slow)

@@ -178,6 +178,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     r.add_argument("--planner-set", action="append", default=[], metavar="KEY=VALUE",
                    help="--labeller planner or anchored: MPC setting (agents.mpc.MPCConfig; default: the current "
                         "defaults for planner, the collection's settings for anchored)")
+    r.add_argument("--pushes", nargs=3, type=float, metavar=("EVERY", "DURATION", "SCALE"),
+                   help="also push the walker during the episodes: every EVERY seconds a force on its root body for "
+                        "DURATION seconds, each component drawn with std SCALE times the body's weight "
+                        "(envs/perturb.py; docs/npmp.md, \"What the students let drift\")")
+    r.add_argument("--driver", choices=("primitives", "labeller"), default="primitives",
+                   help="who drives the episodes: the primitives (DAgger), or the labeller itself (with --pushes: "
+                        "its own ways back from where the pushes leave it, appended like a round's episodes)")
     r.add_argument("--lqr-set", action="append", default=[], metavar="KEY=VALUE",
                    help="--labeller collected on LQR data: a setting of the labelling law changed from the "
                         "collection's (agents.lqr.LQRConfig, e.g. follow_walker=true)")
@@ -391,8 +398,11 @@ def relabel(args) -> Path:
         raise ConfigError(f"{args.data} was not collected from planner experts (collect --experts mpc): only a "
                           "planner can label the states the primitives visit")
     available = data.read_snippets(args.data)
-    _, primitives_meta = load_primitives(args.primitives)
-    snippets = args.snippets or [s for s in primitives_meta.get("clips", []) if s in available]
+    if args.driver == "labeller":   # no primitives drive: every snippet of the data unless told
+        snippets = args.snippets or list(available)
+    else:
+        _, primitives_meta = load_primitives(args.primitives)
+        snippets = args.snippets or [s for s in primitives_meta.get("clips", []) if s in available]
     missing = sorted(set(snippets) - set(available))
     if missing or not snippets:
         raise ConfigError(f"snippets {missing or snippets} are not in {args.data} (it has {available})")
@@ -418,16 +428,25 @@ def relabel(args) -> Path:
         if law and law.get("periodic"):
             data.looped_stride_of(snippet, mocaps[snippet])
     env_options, ending_meta = ending_options(args)
-    round_meta = {"primitives": _repo_relative(args.primitives), "snippets": snippets,
+    if args.driver == "labeller" and args.labeller != "collected":
+        raise ConfigError("--driver labeller needs --labeller collected (a planner driving is what collect does)")
+    pushes = None
+    if args.pushes:
+        pushes = dict(zip(("push_every", "push_duration", "push_scale"), args.pushes))
+        data.pushes_model(pushes)   # a clear error before any worker starts
+    round_meta = {"primitives": None if args.driver == "labeller" else _repo_relative(args.primitives),
+                  "snippets": snippets,
                   "trajectories": args.trajectories,
                   "action_noise_std": args.action_noise, "seed": args.seed,
                   **({"labeller": args.labeller, "planner": settings} if args.labeller != "collected" else {}),
-                  **({"lqr": _common_or_each(laws)} if args.lqr_set else {}), **ending_meta}
+                  **({"lqr": _common_or_each(laws)} if args.lqr_set else {}),
+                  **({"pushes": pushes} if pushes else {}),
+                  **({"driver": "labeller"} if args.driver == "labeller" else {}), **ending_meta}
     meta = {**base_meta, "relabelled": [*base_meta.get("relabelled", []), round_meta]}
     parts = args.out.with_suffix(".parts")
     jobs = [data.RelabelJob(s, str(args.data), str(args.primitives), str(parts / f"{s}.h5"), args.seed + i,
                             args.trajectories, args.action_noise, settings, meta, laws[s], mocaps[s],
-                            args.labeller == "anchored", env_options)
+                            args.labeller == "anchored", env_options, pushes, args.driver == "labeller")
             for i, s in enumerate(snippets)]
     with RunLock(parts):
         _run_parts(args, data.run_relabel_job, jobs, parts, "relabel")

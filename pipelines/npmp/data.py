@@ -391,11 +391,14 @@ def looped_stride_of(snippet: str, mocap: str | None) -> tuple[int, int]:
 
 
 def rollout(expert: Expert, env, action_noise_std: float, rng: np.random.Generator,
-            with_jacobians: bool = False, actor=None) -> dict:
+            with_jacobians: bool = False, actor=None, pushes: dict | None = None) -> dict:
     """One episode from the clip start executing clip(mu_E(s_t) + N(0, sigma^2), -1, 1) (§8.2); with ``actor``
     (``(t, proprio state) -> command``, e.g. the primitives: ``evaluate.primitives_actor``) the actor's command
     takes mu_E's place in the executed action while mu_E still labels every visited state (DAgger, Ross et al.
-    2011: the expert relabels the student's own states).
+    2011: the expert relabels the student's own states). ``pushes`` (``envs.perturb.PerturbationModel``'s
+    ``push_every``, ``push_duration`` and ``push_scale``): random forces on the walker's root body, drawn from
+    ``rng``, during the steps they act (a departure from the seed: they move the body's height, speed and tilt,
+    which the action noise barely does; docs/npmp.md, "What the students let drift").
 
     Returns numpy arrays ``states [T+1, S]`` (proprio s_0..s_T, the final one included), ``task [T+1, G]``,
     ``mean_actions [T, A]`` (mu_E at each visited state), ``actions [T, A]`` (executed), ``rewards [T]``, and
@@ -407,8 +410,11 @@ def rollout(expert: Expert, env, action_noise_std: float, rng: np.random.Generat
     expert.begin_episode()
     flats, mean_actions, actions, rewards, jacobians = [expert.layout.flatten(obs)], [], [], [], []
     references = []
+    push = pushed_steps(env, pushes, rng) if pushes else None
     terminated = truncated = False
     while not (terminated or truncated):
+        if push is not None:
+            push(len(mean_actions))
         reference = env.reference_action() if expert.residual_scale is not None else None
         if with_jacobians:
             mean, jacobian = expert.mean_command_and_jacobian(flats[-1], reference)
@@ -433,6 +439,31 @@ def rollout(expert: Expert, env, action_noise_std: float, rng: np.random.Generat
     if expert.residual_scale is not None:
         result["reference_actions"] = np.asarray(references, np.float32)
     return result
+
+
+PUSH_HORIZON = 600.0   # seconds of pushes drawn per episode: longer than any clip here
+
+
+def pushes_model(pushes: dict):
+    """The ``envs.perturb.PerturbationModel`` of ``pushes`` (its push fields; no initial perturbation), or a
+    ConfigError naming the bad value."""
+    from envs.perturb import PerturbationModel
+
+    try:
+        return PerturbationModel(init_noise=0.0, horizon=PUSH_HORIZON, **pushes)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"pushes {pushes}: {e}") from None
+
+
+def pushed_steps(env, pushes: dict, rng: np.random.Generator):
+    """``push(t)``: sets the force acting on the walker's root body during control step ``t`` (none between
+    pushes), every push's three components drawn now from ``rng``."""
+    from envs.perturb import dm_env_of
+
+    model, dm = pushes_model(pushes), dm_env_of(env)
+    layout = model.layout(dm, dm.control_timestep)
+    x = rng.standard_normal(layout["dim"])
+    return lambda t: model.set_force(dm, layout, model.force_at(layout, x, t))
 
 
 def expert_rollout(expert: Expert, seed: int = 0, action_noise_std: float = 0.0, with_jacobians: bool = False
@@ -540,8 +571,8 @@ def collect_from(expert, trajectories: int, action_noise_std: float, perturbatio
 
 def relabel_planner(snippet: str, primitives: str, trajectories: int, action_noise_std: float, seed: int,
                     settings: dict | None = None, lqr: dict | None = None, plan: dict | None = None,
-                    mocap: str | None = None, anchored: bool = False, env_options: dict | None = None
-                    ) -> tuple[dict, dict | None]:
+                    mocap: str | None = None, anchored: bool = False, env_options: dict | None = None,
+                    pushes: dict | None = None, labeller_drives: bool = False) -> tuple[dict, dict | None]:
     """DAgger data for one snippet: ``trajectories`` episodes driven by the primitives (closed loop on the clip's
     reference, action noise ``action_noise_std``), every visited state labelled by the planner. A departure from
     the seed (its BC data, eq 8.4, visits only states of the noisy expert): the primitives' own mistakes take them
@@ -551,18 +582,20 @@ def relabel_planner(snippet: str, primitives: str, trajectories: int, action_noi
     that law instead of searching again. With ``lqr`` the labels are the LQR
     law's, with ``anchored`` the planner's warm-started from its own run (``planner_expert``); ``env_options`` as
     there (``ending="fall"``: the episodes end on a fall only, not where the walker strays from the reference's
-    path)."""
+    path); ``pushes`` as in ``rollout``. With ``labeller_drives`` the labeller drives its own episodes instead of the
+    primitives (pushed, its demonstrations of the way back from where the pushes leave it; ``primitives`` unused)."""
     from pipelines.npmp.evaluate import primitives_actor
     from priors.npmp import load_primitives
 
     if trajectories < 1:
         raise ConfigError(f"need trajectories >= 1, got {trajectories}")
-    model, _ = load_primitives(primitives)
+    model = None if labeller_drives else load_primitives(primitives)[0]
     expert = planner_expert(snippet, settings, lqr, plan, mocap, anchored, env_options)
     env = expert.make_env(seed)
     rng = np.random.default_rng(seed)
     try:
-        episodes = [rollout(expert, env, action_noise_std, rng, actor=primitives_actor(model, snippet, ref_path=mocap))
+        episodes = [rollout(expert, env, action_noise_std, rng, pushes=pushes,
+                            actor=None if model is None else primitives_actor(model, snippet, ref_path=mocap))
                     for _ in range(trajectories)]
     finally:
         env.close()
@@ -771,6 +804,8 @@ class RelabelJob:
     mocap: str | None = None
     anchored: bool = False
     env_options: dict | None = None
+    pushes: dict | None = None   # forces on the walker's root during the episodes (``rollout``)
+    labeller_drives: bool = False   # the labeller's own episodes, not the primitives' (``relabel_planner``)
 
 
 def run_relabel_job(job: RelabelJob) -> str:
@@ -778,7 +813,7 @@ def run_relabel_job(job: RelabelJob) -> str:
     (result,) = [r for r in read_results(job.data)[0] if r["snippet"] == job.snippet]
     relabelled, plan = relabel_planner(job.snippet, job.primitives, job.trajectories, job.action_noise_std, job.seed,
                                        job.settings, job.lqr, result.get("plan"), job.mocap, job.anchored,
-                                       job.env_options)
+                                       job.env_options, job.pushes, job.labeller_drives)
     result = with_relabelled(result, relabelled)
     if plan is not None:   # the same run, plus the periodic law the labeller searched (agents/lqr.py ``saved``)
         result["plan"] = {k: np.asarray(v) for k, v in plan.items()}
