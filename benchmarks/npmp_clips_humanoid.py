@@ -56,7 +56,8 @@ every second: ``<primitives>__<controller>__<episode>.png``.
 
 ``--primitives A+B+...`` runs a committee (``Committee``): every member's encoder keeps its own latent as when it
 acts alone, and the environment receives the mean of the members' commands. Whether students' errors are their own
-(a committee stays up longer) or shared (it does not) (docs/npmp.md, "A committee of students").
+(a committee stays up longer) or shared (it does not) (docs/npmp.md, "A committee of students, and what they
+let drift").
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ more DAgger rounds from the shipped set").
 ``--by-segment`` also counts, per primitives, the episodes that entered each segment of their chain (the n-th
 choice; ``LAST_SEGMENT`` and after pooled) and those that fell in it, apart for a segment that goes on with the clip
 before it (``same``: the same turn again) and one that changes clip (``switch``): is the hazard the segment's place
-in the episode or the change of direction (docs/npmp.md, "What the students let drift")?
+in the episode or the change of direction (docs/npmp.md, "A committee of students, and what they let drift")?
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ With ``--groups`` it reads the DAgger rounds' episodes already in the data file 
 student is run) and tells, per observation group of the proprioceptive state (joint angles, body height, the
 velocimeter, ...), how far they and the law's own noisy rollouts lie from the law's noise-free run, per bin of
 ``--every`` frames (``groups``: medians over the snippets' episodes): which parts of the body's state a student lets
-drift where the law holds them (docs/npmp.md, "What the students let drift").
+drift where the law holds them (docs/npmp.md, "A committee of students, and what they let drift").
 With ``--laws`` it reports how many of each law's noisy rollouts in the collection reach the snippet's end
 (``laws``: rollouts, to the end, median steps, the steps of the falls and, on chains, each fall's offset from
 the nearest join). With ``--nominals`` it also compares the laws' noise-free runs of

@@ -181,7 +181,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     r.add_argument("--pushes", nargs=3, type=float, metavar=("EVERY", "DURATION", "SCALE"),
                    help="also push the walker during the episodes: every EVERY seconds a force on its root body for "
                         "DURATION seconds, each component drawn with std SCALE times the body's weight "
-                        "(envs/perturb.py; docs/npmp.md, \"What the students let drift\")")
+                        "(envs/perturb.py; docs/npmp.md, \"A committee of students, and what they let drift\")")
     r.add_argument("--driver", choices=("primitives", "labeller"), default="primitives",
                    help="who drives the episodes: the primitives (DAgger), or the labeller itself (with --pushes: "
                         "its own ways back from where the pushes leave it, appended like a round's episodes)")

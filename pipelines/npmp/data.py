@@ -398,7 +398,7 @@ def rollout(expert: Expert, env, action_noise_std: float, rng: np.random.Generat
     2011: the expert relabels the student's own states). ``pushes`` (``envs.perturb.PerturbationModel``'s
     ``push_every``, ``push_duration`` and ``push_scale``): random forces on the walker's root body, drawn from
     ``rng``, during the steps they act (a departure from the seed: they move the body's height, speed and tilt,
-    which the action noise barely does; docs/npmp.md, "What the students let drift").
+    which the action noise barely does; docs/npmp.md, "A committee of students, and what they let drift").
 
     Returns numpy arrays ``states [T+1, S]`` (proprio s_0..s_T, the final one included), ``task [T+1, G]``,
     ``mean_actions [T, A]`` (mu_E at each visited state), ``actions [T, A]`` (executed), ``rewards [T]``, and
