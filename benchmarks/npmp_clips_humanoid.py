@@ -62,6 +62,7 @@ let drift").
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections import Counter
 from pathlib import Path
@@ -108,8 +109,6 @@ class Committee:
                                                                               first.read_offsets, first.path_offsets):
                 raise ValueError("committee members must read the same states and reference frames and give the "
                                  "same actions")
-        import dataclasses
-
         self.members, self.latent = members, first.latent_dim
         self.config = dataclasses.replace(first, latent_dim=first.latent_dim * len(members))
 

@@ -196,17 +196,16 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         fail(str(e))
     ranking["key"] = args.key
+    shared = set.intersection(*(set(held[name]) for name in args.primitives))   # the seeds every one played
     if args.by_sequence:
         try:
             chains = read_chains(args.by_sequence)
-            shared = set.intersection(*(set(held[name]) for name in args.primitives))
             for name in args.primitives:
                 ranking["primitives"][name]["by_sequence"] = by_sequence(
                     {s: held[name][s] for s in shared}, chains, taught_chains(name))
         except (ValueError, KeyError, TypeError) as e:
             fail(f"--by-sequence: {str(e).splitlines()[0]}")
     if args.by_segment:
-        shared = set.intersection(*(set(held[name]) for name in args.primitives))
         try:
             for name in args.primitives:
                 ranking["primitives"][name]["by_segment"] = by_segment({s: held[name][s] for s in shared})

@@ -83,11 +83,14 @@ class PerturbationModel:
 
     def force_at(self, layout: dict, x: np.ndarray, step: int) -> np.ndarray | None:
         """The push acting during agent step ``step`` (world frame, newtons), or None."""
-        forces = x[layout["slices"]["pushes"]].reshape(-1, 3)
-        for k, start in enumerate(layout["push_starts"]):
-            if start <= step < start + layout["push_steps"]:
-                return self.push_scale * layout["weight"] * forces[k]
-        return None
+        starts = layout["push_starts"]
+        if not starts or step < starts[0]:
+            return None
+        # pushes start every starts[0] steps and last no longer than that (``__post_init__``): at most one acts
+        k = min(step // starts[0] - 1, len(starts) - 1)
+        if step >= starts[k] + layout["push_steps"]:
+            return None
+        return self.push_scale * layout["weight"] * x[layout["slices"]["pushes"]][3 * k:3 * k + 3]
 
     def set_force(self, env: DMEnv, layout: dict, force: np.ndarray | None) -> None:
         applied = env.physics.data.xfrc_applied

@@ -398,7 +398,8 @@ def relabel(args) -> Path:
         raise ConfigError(f"{args.data} was not collected from planner experts (collect --experts mpc): only a "
                           "planner can label the states the primitives visit")
     available = data.read_snippets(args.data)
-    if args.driver == "labeller":   # no primitives drive: every snippet of the data unless told
+    labeller_drives = args.driver == "labeller"
+    if labeller_drives:   # no primitives drive: every snippet of the data unless told
         snippets = args.snippets or list(available)
     else:
         _, primitives_meta = load_primitives(args.primitives)
@@ -428,25 +429,25 @@ def relabel(args) -> Path:
         if law and law.get("periodic"):
             data.looped_stride_of(snippet, mocaps[snippet])
     env_options, ending_meta = ending_options(args)
-    if args.driver == "labeller" and args.labeller != "collected":
+    if labeller_drives and args.labeller != "collected":
         raise ConfigError("--driver labeller needs --labeller collected (a planner driving is what collect does)")
     pushes = None
     if args.pushes:
         pushes = dict(zip(("push_every", "push_duration", "push_scale"), args.pushes))
         data.pushes_model(pushes)   # a clear error before any worker starts
-    round_meta = {"primitives": None if args.driver == "labeller" else _repo_relative(args.primitives),
+    round_meta = {"primitives": None if labeller_drives else _repo_relative(args.primitives),
                   "snippets": snippets,
                   "trajectories": args.trajectories,
                   "action_noise_std": args.action_noise, "seed": args.seed,
                   **({"labeller": args.labeller, "planner": settings} if args.labeller != "collected" else {}),
                   **({"lqr": _common_or_each(laws)} if args.lqr_set else {}),
                   **({"pushes": pushes} if pushes else {}),
-                  **({"driver": "labeller"} if args.driver == "labeller" else {}), **ending_meta}
+                  **({"driver": "labeller"} if labeller_drives else {}), **ending_meta}
     meta = {**base_meta, "relabelled": [*base_meta.get("relabelled", []), round_meta]}
     parts = args.out.with_suffix(".parts")
     jobs = [data.RelabelJob(s, str(args.data), str(args.primitives), str(parts / f"{s}.h5"), args.seed + i,
                             args.trajectories, args.action_noise, settings, meta, laws[s], mocaps[s],
-                            args.labeller == "anchored", env_options, pushes, args.driver == "labeller")
+                            args.labeller == "anchored", env_options, pushes, labeller_drives)
             for i, s in enumerate(snippets)]
     with RunLock(parts):
         _run_parts(args, data.run_relabel_job, jobs, parts, "relabel")
