@@ -122,16 +122,26 @@ def linearise(model, states: np.ndarray, controls: np.ndarray, substeps: int, ep
     return A_all, B_all
 
 
-def riccati_gains(A: np.ndarray, B: np.ndarray, Q: np.ndarray, R: np.ndarray) -> np.ndarray:
-    """K [T, nu, n] of finite-horizon discrete LQR (terminal cost Q): u_t = K_t x_t minimises
-    sum_t x_t' Q x_t + u_t' R u_t for x_{t+1} = A_t x_t + B_t u_t."""
-    P, gains = Q.copy(), np.empty((len(A), B.shape[2], A.shape[1]))
+def riccati(A: np.ndarray, B: np.ndarray, Q: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(K [T, nu, n], H [T, nu, nu]) of finite-horizon discrete LQR (terminal cost Q): u_t = K_t x_t minimises
+    sum_t x_t' Q x_t + u_t' R u_t for x_{t+1} = A_t x_t + B_t u_t, and H_t = R + B_t' P_{t+1} B_t is the Hessian of
+    the cost-to-go in the step's command: a command off the law's by du costs du' H_t du more (to second order,
+    the law acting from the next step on). What a student's command error costs the law's run, direction by
+    direction (``pipelines.npmp.data.action_weights``)."""
+    P = Q.copy()
+    gains, hessians = np.empty((len(A), B.shape[2], A.shape[1])), np.empty((len(A), B.shape[2], B.shape[2]))
     for t in reversed(range(len(A))):
         BtP = B[t].T @ P
-        gains[t] = -np.linalg.solve(R + BtP @ B[t], BtP @ A[t])
+        hessians[t] = R + BtP @ B[t]
+        gains[t] = -np.linalg.solve(hessians[t], BtP @ A[t])
         P = Q + A[t].T @ P @ (A[t] + B[t] @ gains[t])
         P = 0.5 * (P + P.T)   # keep it symmetric against round-off
-    return gains
+    return gains, 0.5 * (hessians + hessians.transpose(0, 2, 1))
+
+
+def riccati_gains(A: np.ndarray, B: np.ndarray, Q: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """K [T, nu, n] of ``riccati``."""
+    return riccati(A, B, Q, R)[0]
 
 
 def cost_matrices(model, config: LQRConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -162,7 +172,8 @@ class LinearFeedbackTracker:
         self.model, self.config = model, config
         self.states, self.commands = np.asarray(states, np.float64), np.asarray(commands, np.float64)
         A, B = linearise(model, self.states, self.commands, substeps, config.fd_epsilon)
-        self.gains = riccati_gains(A, B, *cost_matrices(model, config))
+        # the Hessians in the command (``riccati``): 0.7 MB on a 200-step chain, kept for the students' loss
+        self.gains, self.action_hessians = riccati(A, B, *cost_matrices(model, config))
 
     def command(self, t: int, state: np.ndarray) -> np.ndarray:
         t = min(t, len(self.commands) - 1)

@@ -10,7 +10,7 @@ import pytest
 from scipy.linalg import solve_discrete_are
 
 from agents.config import ConfigError
-from agents.lqr import (LinearFeedbackTracker, LQRConfig, follow_walker, get_state, linearise, riccati_gains,
+from agents.lqr import (LinearFeedbackTracker, LQRConfig, follow_walker, get_state, linearise, riccati, riccati_gains,
                         state_difference, STATE_SPEC)
 from envs.mocap.tracking import heading
 
@@ -291,3 +291,27 @@ def test_a_periodic_law_around_a_limit_cycle_repeats_its_stride_where_the_nomina
         LQRConfig(cycle_takeovers=-1).validate()
     with pytest.raises(ValueError, match="one more state"):
         PeriodicFeedbackTracker(lead_in, 0, states[:3], commands[:3], env.substeps)
+
+
+def test_the_command_hessian_is_what_a_command_off_the_law_costs_to_the_end():
+    """H_t of ``riccati``: a command off the law's by du at step t, the law acting from t + 1 on, costs exactly
+    du' H_t du more over the rest of the horizon (a linear system, a quadratic cost)."""
+    rng = np.random.default_rng(1)
+    T, n, m = 12, 3, 2
+    A, B = rng.standard_normal((T, n, n)) * 0.5 + np.eye(n), rng.standard_normal((T, n, m)) * 0.3
+    Q, R = np.diag([1.0, 2.0, 0.5]), np.diag([0.3, 0.7])
+    gains, hessians = riccati(A, B, Q, R)
+    assert np.allclose(gains, riccati_gains(A, B, Q, R))
+
+    def cost_to_go(t: int, x: np.ndarray, du: np.ndarray) -> float:
+        total = 0.0
+        for s in range(t, T):
+            u = gains[s] @ x + (du if s == t else 0.0)
+            total += x @ Q @ x + u @ R @ u
+            x = A[s] @ x + B[s] @ u
+        return total + x @ Q @ x   # the terminal cost
+
+    for t in (0, 5, T - 1):
+        x, du = rng.standard_normal(n), rng.standard_normal(m)
+        assert cost_to_go(t, x, du) - cost_to_go(t, x, 0 * du) == pytest.approx(du @ hessians[t] @ du, rel=1e-9)
+        assert np.all(np.linalg.eigvalsh(hessians[t] - R) > -1e-12)   # R plus what the state's cost adds

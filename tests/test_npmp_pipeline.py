@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from pipelines.npmp.data import NPMPDataset, read_laws, read_results
+from pipelines.npmp.weights import action_weights, read_law_weights
 from priors.npmp import load_primitives
 from pipelines.npmp.__main__ import main as npmp_main
 from tests.conftest import ROOT
@@ -158,6 +159,20 @@ def test_lqr_experts_label_with_the_feedback_law_around_the_planners_run(tmp_pat
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(relabelled),
                       "--trajectories", "1", "--processes", "1"]) == 0
     assert NPMPDataset(relabelled).meta["lqr"] == dataset.meta["lqr"]
+    # the law's Hessians weigh the distillation's action error: read from the law the relabelling rebuilt, and
+    # they hold for the relabelled data too (the same planner run)
+    weights = tmp_path / "weights.h5"
+    assert npmp_main(["law-weights", "--data", str(data), "--out", str(weights), "--processes", "1"]) == 0
+    (W,) = read_law_weights(weights, relabelled, [TRAIN]).values()
+    assert W.shape == (len(expert.tracker.commands), 56, 56)
+    np.testing.assert_allclose(W, action_weights(expert.tracker.action_hessians), atol=1e-5)
+    assert npmp_main(["distill", "--data", str(relabelled), "--action-weights", str(weights), "--snippets", TRAIN,
+                      *TINY_MODEL, "--distill-steps", "2", "--out", str(tmp_path / "weighed")]) == 0
+    assert load_primitives(tmp_path / "weighed")[1]["action_weights"].endswith("weights.h5")
+    capsys.readouterr()
+    assert npmp_main(["distill", "--data", str(data), "--action-weights", str(weights), "--scheme", "lfpc",
+                      "--out", str(tmp_path / "lfpc")]) == 2
+    assert "--scheme bc" in capsys.readouterr().err
     # the same round with pushes on the walker's root: recorded with the round, and the episode is another one
     pushed = tmp_path / "pushed.h5"
     assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(pushed),

@@ -5,6 +5,7 @@
     python -m pipelines.npmp collect                               # noisy rollouts + LFPC data -> runs/npmp/data.h5
     python -m pipelines.npmp distill --out data/primitives/npmp    # BC (or --scheme lfpc), beta 0.1
     python -m pipelines.npmp relabel --data D --out D2             # DAgger: primitives drive, the planner labels
+    python -m pipelines.npmp law-weights --data D --out W.h5       # the LQR laws' Hessians (distill --action-weights)
     python -m pipelines.npmp merge A.h5 B.h5 --out D.h5            # collections of other snippets made elsewhere
     python -m pipelines.npmp evaluate --primitives data/primitives/npmp --out runs/npmp/report.json
     python -m pipelines.npmp half --primitives P --out P16                 # float16 weights: half the file
@@ -124,6 +125,11 @@ def _distill_args(p):
                    help="draw the steps of the episodes DAgger rounds appended (the student's own states, relabelled "
                         "by the expert) this many times as often as the expert's rollouts (default 1: uniformly; "
                         "docs/npmp.md, \"A teacher that crouched\")")
+    p.add_argument("--action-weights", type=Path, default=None, metavar="WEIGHTS",
+                   help="weigh each step's action error by its LQR law's Hessian (a file of `law-weights` for "
+                        "--data; bc only; pipelines/npmp/weights.py)")
+    p.add_argument("--feedback-scale", type=float, default=1.0,
+                   help="on LQR-law data, targets u*_t + SCALE (label - u*_t): the law's feedback scaled (bc only)")
     p.add_argument("--init", type=Path, default=None,
                    help="primitives to continue training from (e.g. after a DAgger round); their model settings win")
     p.add_argument("--latent-dim", type=int, default=60)
@@ -234,6 +240,16 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "level's --blend must be the same)")
     ch.add_argument("--out", type=Path, required=True, help="the new mocap file")
     h = sub.add_parser("half", help="a copy of primitives with 16-bit weights (half the file; for shipping)")
+    w = sub.add_parser("law-weights", help="the LQR laws' Hessians of a data file's runs, as weights of the "
+                                            "distillation's action error (distill --action-weights)")
+    w.add_argument("--data", type=Path, required=True, help="a collection of LQR laws (collect --expert-policy lqr)")
+    w.add_argument("--snippets", nargs="+", help="only these snippets (default: every one with a law's run)")
+    w.add_argument("--out", type=Path, required=True, help="the weights file (the data is left as it is)")
+    w.add_argument("--floor", type=float, default=None, help="least eigenvalue of a step's weights (default 0.1)")
+    w.add_argument("--cap", type=float, default=None, help="largest eigenvalue of a step's weights (default 10)")
+    w.add_argument("--processes", type=int, default=None, help="local worker processes instead of Ray")
+    w.add_argument("--address", default=None, help="Ray cluster address (default: start a local one)")
+    w.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray cluster (default: all)")
     h.add_argument("--primitives", type=Path, required=True)
     h.add_argument("--out", type=Path, required=True, help="the new primitives directory (must differ)")
     a = sub.add_parser("all", help="experts, collect, distill and evaluate in turn (each stage resumes or skips)")
@@ -495,8 +511,16 @@ def distill(args) -> Path:
         raise ConfigError(f"--path-offsets / --far-offsets: {e}") from None
     if args.reference_mocap is not None and not args.reference_mocap.is_file():
         raise ConfigError(f"no mocap file {args.reference_mocap} (--reference-mocap)")
+    weights = None
+    if args.action_weights is not None:
+        from pipelines.npmp.weights import read_law_weights
+
+        if args.scheme != "bc":
+            raise ConfigError("--action-weights weighs the BC rollouts' labels (--scheme bc)")
+        weights = read_law_weights(args.action_weights, args.data, args.snippets)
     dataset = NPMPDataset(args.data, snippets=args.snippets, lookahead_source=args.lookahead,
-                          path_offsets=path_offsets, far_offsets=far_offsets, reference_mocap=args.reference_mocap)
+                          path_offsets=path_offsets, far_offsets=far_offsets, reference_mocap=args.reference_mocap,
+                          action_weights=weights)
     if initial is not None:
         model_config = initial.config
         if args.beta is not None and args.beta != model_config.beta:
@@ -528,7 +552,8 @@ def distill(args) -> Path:
                                   far_offsets=far_offsets)
     config = DistillConfig(scheme=args.scheme, steps=args.distill_steps, batch=args.batch, lr=args.lr,
                            lr_schedule=args.lr_schedule, windows=args.windows,
-                           relabelled_weight=args.relabelled_weight, seed=args.seed)
+                           relabelled_weight=args.relabelled_weight, feedback_scale=args.feedback_scale,
+                           seed=args.seed)
     # clips of another mocap file than the shipped one (looped walks): evaluate reads their reference there
     mocaps = {s: m for s in dataset.snippets if (m := snippet_mocap(dataset.attrs[s]))}
     # one distillation per primitives directory; the lock lies beside it, since saving replaces the directory
@@ -536,10 +561,40 @@ def distill(args) -> Path:
         run(dataset, args.out, model_config, config, {"proprio": dataset.state_dim}, device=args.device,
             meta={"held_out": list(args.held_out), "data": _repo_relative(args.data), "collection": dataset.meta,
                   **provenance, **({"mocap": mocaps} if mocaps else {}),
-                  **({"reference_mocap": _repo_relative(args.reference_mocap)} if args.reference_mocap else {})},
+                  **({"reference_mocap": _repo_relative(args.reference_mocap)} if args.reference_mocap else {}),
+                  **({"action_weights": _repo_relative(args.action_weights)} if args.action_weights else {})},
             logdir=args.logdir or _shipped_logdir(Path(args.out)), initial=initial)
     print(f"primitives written to {args.out}")
     return args.out
+
+
+def law_weights(args) -> Path:
+    """The weights file of ``--data``'s LQR laws (pipelines/npmp/weights.py), one worker per snippet."""
+    import numpy as np
+
+    from agents.config import ConfigError
+    from cluster.fanout import FanOutError, fan_out
+    from pipelines.npmp import data, weights
+
+    if args.out.resolve() == args.data.resolve():
+        raise ConfigError("--out must differ from --data (the collected data is kept as it is)")
+    laws = data.read_laws(args.data)
+    snippets = args.snippets or [s for s, law in laws.items() if law is not None]
+    unknown = sorted(set(snippets) - set(laws))
+    if unknown or not snippets:
+        raise ConfigError(f"snippets {unknown or snippets} are not in {args.data} (it has {sorted(laws)})")
+    floor = weights.FLOOR if args.floor is None else args.floor
+    cap = weights.CAP if args.cap is None else args.cap
+    weights.action_weights(np.eye(2)[None], floor, cap)   # a clear error before any worker starts
+    jobs = [weights.LawWeightsJob(s, str(args.data), floor, cap) for s in snippets]
+    try:
+        results = fan_out(weights.run_law_weights_job, jobs, address=args.address, num_cpus=args.num_cpus,
+                          processes=args.processes, label=lambda job: job.snippet)
+    except FanOutError as e:
+        raise ConfigError(str(e)) from None
+    path = weights.write_law_weights(args.out, _repo_relative(args.data), results, floor, cap)
+    print(f"the laws' weights of {len(results)} snippets written to {path}")
+    return path
 
 
 def _repo_relative(path: Path) -> str:
@@ -676,6 +731,8 @@ def main(argv=None) -> int:
             print(f"wrote {len(args.chain)} chains to {args.out}")
         elif args.command == "half":
             half(args)
+        elif args.command == "law-weights":
+            law_weights(args)
         elif args.command == "all":
             from pipelines.npmp.experts import train_experts
 

@@ -1038,12 +1038,14 @@ class Batch(NamedTuple):
     """One distillation batch: states [B, L+K, S], target actions [B, L, A], mask [B, L], the encoder's
     look-ahead source [B, L+K, S] (the clip's reference states; None when it is the states themselves) and the
     reference's far states and path [B, L+K, C] (``priors.npmp.model.reference_context``; None without
-    ``far_offsets`` or ``path_offsets``)."""
+    ``far_offsets`` or ``path_offsets``), and the weights of the action error [B, L, A, A]
+    (``pipelines.npmp.weights``; None: every dimension alike)."""
     states: torch.Tensor
     actions: torch.Tensor
     mask: torch.Tensor
     lookahead: torch.Tensor | None = None
     context: torch.Tensor | None = None
+    action_weights: torch.Tensor | None = None
 
 
 class _Trajectories:
@@ -1113,7 +1115,8 @@ class NPMPDataset:
 
     def __init__(self, path: Path | str, snippets: list[str] | None = None, device: torch.device | str = "cpu",
                  lookahead_source: str = "trajectory", path_offsets: tuple[int, ...] = (),
-                 far_offsets: tuple[int, ...] = (), reference_mocap: Path | str | None = None):
+                 far_offsets: tuple[int, ...] = (), reference_mocap: Path | str | None = None,
+                 action_weights: dict[str, np.ndarray] | None = None):
         """``lookahead_source`` "reference": batches also carry each window's reference states (the clip's
         kinematic playback at the same time indices: priors/npmp/model.py), computed here from the shipped clips;
         ``path_offsets``, ``far_offsets``: and the reference's path and states at those offsets
@@ -1121,7 +1124,9 @@ class NPMPDataset:
         the data was collected on, where each snippet goes on past its end (chains written again with more turns:
         the far states near a chain's end then show the walk going on, as a high level that chains clips shows
         them, instead of the last frame repeated); its frames must equal the data's up to its blend before the
-        added join (``reference_extension``)."""
+        added join (``reference_extension``). ``action_weights``: snippet -> W [T, A, A], the weights of each
+        step's action error by the time index of its law (``pipelines.npmp.weights``; past T the last), for every
+        chosen snippet."""
         self.file, self.device = Path(path), torch.device(device)
         try:
             with h5py.File(self.file, "r") as f:
@@ -1151,10 +1156,20 @@ class NPMPDataset:
         self.action_dim = int(self.bc.data["mean_actions"].shape[1])
         self.reference = self.context = None
         self._relabelled: torch.Tensor | None = None   # relabelled(), read on every batch when weighed
+        self._law_commands: tuple | None = None   # law_commands(), read on every batch when the feedback is scaled
         if reference_mocap is not None and lookahead_source != "reference":
             raise ConfigError("a reference mocap file (--reference-mocap) needs the reference look-ahead "
                               "(lookahead_source 'reference')")
         self.path_offsets, self.far_offsets = tuple(path_offsets), tuple(far_offsets)
+        self.action_weights = None
+        if action_weights is not None:
+            missing = [s for s in chosen if s not in action_weights]
+            if missing:
+                raise ConfigError(f"no action weights for {missing}")
+            tables = [torch.as_tensor(np.asarray(action_weights[s], np.float32)) for s in chosen]
+            self._weights_last = torch.as_tensor([len(w) - 1 for w in tables])
+            self._weights_offsets = torch.cumsum(self._weights_last + 1, 0) - self._weights_last - 1
+            self.action_weights = torch.cat(tables).to(self.device)
         if lookahead_source == "reference":
             from pipelines.npmp.evaluate import reference_playback
             from priors.npmp.model import NPMPConfig, reference_context
@@ -1205,24 +1220,40 @@ class NPMPDataset:
                 self.reference = self.reference.to(device)
             if self.context is not None:
                 self.context = self.context.to(device)
+            if self.action_weights is not None:
+                self.action_weights = self.action_weights.to(device)
         return self
 
     def sample_bc(self, batch: int, length: int, generator: torch.Generator | None = None,
                   device: torch.device | str | None = None, per_snippet: bool = False,
-                  relabelled_weight: float = 1.0) -> Batch:
+                  relabelled_weight: float = 1.0, feedback_scale: float = 1.0) -> Batch:
         """Noisy-rollout subsequences (eq 8.4 inside eq 8.3): states [B, length + K, S], the expert's mean actions
         [B, length, A] and mask [B, length]; positions past a trajectory's end are zeros with mask 0. ``device``:
         where the tensors go (the data moves there once); the generator may live on the CPU or that device;
         ``per_snippet`` as in ``_Trajectories.windows``; ``relabelled_weight``: the steps of the episodes DAgger
         rounds appended (the student's own states, relabelled) are drawn that many times as often as the
-        expert's."""
+        expert's. ``feedback_scale``: on LQR-law data, the targets u*_t + feedback_scale (label - u*_t), u*_t the
+        law's command on its planner run at the step's time index (``law_commands``): students reproduce about
+        0.79 of the law's feedback on its own rollouts (docs/npmp.md, "A loss that weighs what the law holds")."""
         if device is not None:
             self.to(device)
         weights = None if relabelled_weight == 1.0 else 1.0 + (relabelled_weight - 1.0) * self.relabelled().double()
         w = self.bc.windows(batch, length, generator, per_snippet, weights)
         states = self.bc.data["states"][w.state_index] * w.state_ok[..., None]
         actions = self.bc.data["mean_actions"][w.action_index] * w.mask[..., None]
-        return Batch(states, actions, w.mask, *self._reference_windows(self.bc, w))
+        if feedback_scale != 1.0:
+            commands, last, offsets = self.law_commands()
+            snippet = self.bc.owner[w.which]
+            nominal = commands[(offsets[snippet, None] + torch.minimum(w.time[:, :length], last[snippet, None]))
+                               .to(self.device)]
+            actions = (nominal + feedback_scale * (actions - nominal)) * w.mask[..., None]
+        weights = None
+        if self.action_weights is not None:   # each step's law at its time index
+            snippet = self.bc.owner[w.which]
+            index = self._weights_offsets[snippet, None] + torch.minimum(w.time[:, :length],
+                                                                         self._weights_last[snippet, None])
+            weights = self.action_weights[index.to(self.device)]
+        return Batch(states, actions, w.mask, *self._reference_windows(self.bc, w), action_weights=weights)
 
     def sample_lfpc(self, batch: int, length: int, perturbations: int, generator: torch.Generator | None = None,
                     device: torch.device | str | None = None) -> Batch:
@@ -1251,6 +1282,24 @@ class NPMPDataset:
         repeat = lambda x: None if x is None else x.repeat_interleave(P, dim=0)  # noqa: E731
         return Batch(states.flatten(0, 1), targets.flatten(0, 1), mask.repeat_interleave(P, dim=0),
                      *(repeat(x) for x in self._reference_windows(self.nominal, w)))
+
+    def law_commands(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(u* [sum T, A] on the data's device, last index [snippets], first index [snippets]): the commands of each
+        chosen snippet's planner run, the nominal its LQR law feeds back around (ConfigError without one)."""
+        if self._law_commands is None:
+            try:
+                with h5py.File(self.file, "r") as f:
+                    missing = [s for s in self.snippets if "plan" not in f[s]]
+                    if missing:
+                        raise ConfigError(f"{missing} in {self.file} have no LQR law's planner run: their labels "
+                                          "are not a law's feedback around one")
+                    runs = [torch.as_tensor(f[s]["plan"]["commands"][()], dtype=torch.float32) for s in self.snippets]
+            except (OSError, KeyError) as e:
+                raise ConfigError(f"{self.file} is missing or corrupt ({e.__class__.__name__}: {e})") from None
+            last = torch.as_tensor([len(r) - 1 for r in runs])
+            self._law_commands = (torch.cat(runs), last, torch.cumsum(last + 1, 0) - last - 1)
+        commands, last, offsets = self._law_commands
+        return commands.to(self.device), last, offsets
 
     def relabelled(self) -> torch.Tensor:
         """[bc trajectories] bool: True for the episodes DAgger rounds appended (each snippet's last

@@ -45,6 +45,8 @@ class DistillConfig:
     lr_schedule: str = "constant"  # cosine: from lr to near 0 at the last step (§8.5.4 gives no schedule)
     windows: str = "steps"  # BC windows drawn uniformly over all steps, or "snippets": each snippet equally often
     relabelled_weight: float = 1.0  # DAgger's relabelled episodes drawn this many times as often as the expert's
+    # LQR-law data: targets u*_t + feedback_scale (label - u*_t), the law's feedback scaled (``NPMPDataset.sample_bc``)
+    feedback_scale: float = 1.0
     seed: int = 0
     log_every: int = 50
     save_every: int = 500
@@ -63,6 +65,10 @@ class DistillConfig:
             raise ValueError(f"windows must be one of {', '.join(WINDOW_WEIGHTS)}, got {self.windows!r}")
         if not self.relabelled_weight > 0:
             raise ValueError(f"relabelled_weight must be > 0, got {self.relabelled_weight}")
+        if not self.feedback_scale > 0:
+            raise ValueError(f"feedback_scale must be > 0, got {self.feedback_scale}")
+        if self.feedback_scale != 1.0 and self.scheme != "bc":
+            raise ValueError("feedback_scale scales the LQR laws' labels of the BC rollouts (scheme bc)")
         if self.relabelled_weight != 1.0 and self.scheme != "bc":
             raise ValueError("relabelled_weight weighs the BC rollouts; lfpc draws from one nominal per snippet")
         if self.windows == "snippets" and self.scheme != "bc":
@@ -83,7 +89,7 @@ def sample_batch(dataset, config: DistillConfig, generator: torch.Generator, dev
     if config.scheme == "bc":
         return dataset.sample_bc(config.batch, config.length, generator, device=device,
                                  per_snippet=config.windows == "snippets",
-                                 relabelled_weight=config.relabelled_weight)
+                                 relabelled_weight=config.relabelled_weight, feedback_scale=config.feedback_scale)
     return dataset.sample_lfpc(config.lfpc_batch, config.length, config.perturbations, generator, device=device)
 
 
@@ -123,7 +129,8 @@ def distill(dataset, out_dir: Path, model_config: NPMPConfig, config: DistillCon
     try:
         for step in range(1, config.steps + 1):
             batch = sample_batch(dataset, config, generator, device)
-            loss, scalars = model.loss(batch.states, batch.actions, batch.mask, batch.lookahead, batch.context)
+            loss, scalars = model.loss(batch.states, batch.actions, batch.mask, batch.lookahead, batch.context,
+                                        batch.action_weights)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"NPMP loss is {loss.item()} at step {step}")
             optimiser.zero_grad(set_to_none=True)

@@ -42,6 +42,7 @@ state; the policies in this repo act on observations, and proprioception is what
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 from torch import nn
@@ -279,26 +280,34 @@ class NPMP(nn.Module):
         return torch.stack(latents, dim=1), torch.stack(kl_terms, dim=1)
 
     def elbo_terms(self, states: torch.Tensor, actions: torch.Tensor, targets: torch.Tensor | None = None,
-                   context: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   context: torch.Tensor | None = None, action_weights: torch.Tensor | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per-step log pi(a_t | s_t, z_t) and log q(z_t|.) - log p_z(z_t|z_{t-1}) [B, T-K], one sample of z, and
         the decoder's means [B, T-K, A].
 
         ``states [B, T, S]``, ``actions [B, T-K, A]``: the last K states only feed the encoder's look-ahead;
         ``targets``, ``context``: the look-ahead's source when it is not the states, and the reference's far
-        states and path (``windows``)."""
+        states and path (``windows``); ``action_weights [B, T-K, A, A]``: the log-likelihood's squared error
+        e' W e in place of e' e (pipelines/npmp/weights.py; W = I is the plain Gaussian)."""
         z, kl_terms = self.encode(states, sample=True, targets=targets, context=context)
         T = z.shape[1]
         if actions.shape[1] != T:
             raise ValueError(f"{states.shape[1]} states give {T} steps with a full look-ahead; got "
                              f"{actions.shape[1]} actions")
         mean, std = self.decode(states[:, :T], z)
-        return gaussian_log_prob(actions, mean, std), kl_terms, mean
+        if action_weights is None:
+            return gaussian_log_prob(actions, mean, std), kl_terms, mean
+        error = (actions - mean) / std
+        squared = torch.einsum("bta,btac,btc->bt", error, action_weights, error)
+        log_lik = -0.5 * squared - torch.log(std).sum(-1) - 0.5 * mean.shape[-1] * math.log(2 * math.pi)
+        return log_lik, kl_terms, mean
 
     def loss(self, states: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None,
-             targets: torch.Tensor | None = None, context: torch.Tensor | None = None
-             ) -> tuple[torch.Tensor, dict[str, float]]:
-        """The negative beta-ELBO (eq 8.3) per valid step (``mask [B, T-K]``: 1 where the step is real data)."""
-        log_lik, kl_terms, mean = self.elbo_terms(states, actions, targets, context)
+             targets: torch.Tensor | None = None, context: torch.Tensor | None = None,
+             action_weights: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+        """The negative beta-ELBO (eq 8.3) per valid step (``mask [B, T-K]``: 1 where the step is real data;
+        ``action_weights`` as in ``elbo_terms``)."""
+        log_lik, kl_terms, mean = self.elbo_terms(states, actions, targets, context, action_weights)
         mask = torch.ones_like(log_lik) if mask is None else mask
         steps = mask.sum().clamp_min(1.0)
         log_lik_mean = (log_lik * mask).sum() / steps
