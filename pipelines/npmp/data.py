@@ -70,6 +70,7 @@ HDF5 layout (one file, written atomically: a temp file in the same directory, fs
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -630,28 +631,36 @@ def write_dataset(path: Path | str, per_expert_results: list[dict], delta_std: n
     snippets = [r["snippet"] for r in per_expert_results]
     if not snippets or len(set(snippets)) != len(snippets):
         raise ConfigError(f"need at least one expert and one expert per snippet, got snippets {snippets}")
+    with atomic_h5_file(path) as f:
+        first = per_expert_results[0]["nominal"]
+        f.attrs.update(format=FORMAT, version=VERSION, state_dim=first["states"].shape[1],
+                       action_dim=first["actions"].shape[1], meta=json.dumps(meta or {}))
+        f.create_dataset("delta_std", data=np.asarray(delta_std, np.float32))
+        for result in per_expert_results:
+            group = f.create_group(result["snippet"])
+            group.attrs.update(result["attrs"])
+            group.create_dataset("deviation_sq_sum", data=result["deviation_sq_sum"])
+            for part in ("bc", "nominal", "plan"):
+                for key, array in result.get(part, {}).items():
+                    compress = {"compression": "gzip", "shuffle": True} if array.size > 1024 else {}
+                    group.create_dataset(f"{part}/{key}", data=array, **compress)
+    return path
+
+
+@contextlib.contextmanager
+def atomic_h5_file(path: Path):
+    """An HDF5 file open for writing that replaces ``path`` only once complete: written to a temporary file in the
+    same directory, fsynced, then renamed (readers see the old file or the whole new one)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with h5py.File(tmp, "w") as f:
-            first = per_expert_results[0]["nominal"]
-            f.attrs.update(format=FORMAT, version=VERSION, state_dim=first["states"].shape[1],
-                           action_dim=first["actions"].shape[1], meta=json.dumps(meta or {}))
-            f.create_dataset("delta_std", data=np.asarray(delta_std, np.float32))
-            for result in per_expert_results:
-                group = f.create_group(result["snippet"])
-                group.attrs.update(result["attrs"])
-                group.create_dataset("deviation_sq_sum", data=result["deviation_sq_sum"])
-                for part in ("bc", "nominal", "plan"):
-                    for key, array in result.get(part, {}).items():
-                        compress = {"compression": "gzip", "shuffle": True} if array.size > 1024 else {}
-                        group.create_dataset(f"{part}/{key}", data=array, **compress)
+            yield f
         fsync_path(tmp)
         os.replace(tmp, path)
         fsync_path(path.parent)
     finally:
         tmp.unlink(missing_ok=True)
-    return path
 
 
 def read_meta(path: Path | str) -> dict:

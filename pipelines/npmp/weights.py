@@ -26,7 +26,6 @@ against the data's planner runs when read (``read_law_weights``)::
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +33,7 @@ import h5py
 import numpy as np
 
 from agents.config import ConfigError
-from priors.io import fsync_path
+from pipelines.npmp.data import atomic_h5_file
 
 FORMAT, VERSION = "probctl-npmp-law-weights", 1
 FLOOR, CAP = 0.1, 10.0
@@ -88,20 +87,12 @@ def write_law_weights(path: Path | str, data: Path | str, results: list[dict], f
                       cap: float = CAP) -> Path:
     """The weights file (module docstring), written atomically."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with h5py.File(tmp, "w") as f:
-            f.attrs.update(format=FORMAT, version=VERSION, data=str(data), floor=floor, cap=cap)
-            for result in results:
-                dataset = f.create_dataset(result["snippet"], data=np.asarray(result["weights"], np.float32),
-                                           compression="gzip", shuffle=True)
-                dataset.attrs["commands_sha256"] = result["digest"]
-        fsync_path(tmp)
-        os.replace(tmp, path)
-        fsync_path(path.parent)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_h5_file(path) as f:
+        f.attrs.update(format=FORMAT, version=VERSION, data=str(data), floor=floor, cap=cap)
+        for result in results:
+            dataset = f.create_dataset(result["snippet"], data=np.asarray(result["weights"], np.float32),
+                                       compression="gzip", shuffle=True)
+            dataset.attrs["commands_sha256"] = result["digest"]
     return path
 
 
