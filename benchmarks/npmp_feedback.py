@@ -64,6 +64,8 @@ def feedback_share(model, dataset, batches: int, batch: int, length: int, seed: 
                 totals = bins.setdefault(start, [0.0, 0.0])
                 totals[0] += ((error ** 2) * inside).sum().item()
                 totals[1] += ((feedback ** 2) * inside).sum().item()
+    if sums["feedback"] == 0:
+        raise ValueError("the law's labels equal its run's commands on every step drawn: no feedback to compare with")
     dims = sums["steps"] * commands.shape[1]
     out = {"r2": 1 - sums["error"] / sums["feedback"], "slope": sums["cross"] / sums["feedback"],
            "feedback_ms": sums["feedback"] / dims, "mse": sums["error"] / dims,

@@ -554,6 +554,8 @@ def distill(args) -> Path:
                            lr_schedule=args.lr_schedule, windows=args.windows,
                            relabelled_weight=args.relabelled_weight, feedback_scale=args.feedback_scale,
                            seed=args.seed)
+    if args.feedback_scale != 1.0:
+        dataset.law_commands()   # data without a time-indexed law's run: an error before anything is written
     # clips of another mocap file than the shipped one (looped walks): evaluate reads their reference there
     mocaps = {s: m for s in dataset.snippets if (m := snippet_mocap(dataset.attrs[s]))}
     # one distillation per primitives directory; the lock lies beside it, since saving replaces the directory

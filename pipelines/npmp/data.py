@@ -1298,10 +1298,17 @@ class NPMPDataset:
         if self._law_commands is None:
             try:
                 with h5py.File(self.file, "r") as f:
-                    missing = [s for s in self.snippets if "plan" not in f[s]]
+                    missing = [s for s in self.snippets if "plan" not in f[s] or snippet_law(self.attrs[s], self.meta)
+                               is None]
                     if missing:
                         raise ConfigError(f"{missing} in {self.file} have no LQR law's planner run: their labels "
                                           "are not a law's feedback around one")
+                    for s in self.snippets:   # a periodic law feeds back around its cycle, not around the run
+                        if snippet_law(self.attrs[s], self.meta).get("periodic"):
+                            raise ConfigError(f"{s}'s law in {self.file} is periodic: its nominal is the cycle's")
+                        plan = f[s]["plan"]
+                        require_whole_run({"stopped_at": plan["stopped_at"][()]} if "stopped_at" in plan else {}, s,
+                                          "the law's nominal commands")
                     runs = [torch.as_tensor(f[s]["plan"]["commands"][()], dtype=torch.float32) for s in self.snippets]
             except (OSError, KeyError) as e:
                 raise ConfigError(f"{self.file} is missing or corrupt ({e.__class__.__name__}: {e})") from None

@@ -11,21 +11,24 @@ to 20-35 (hips and knees), with rare steps of 10^3-10^6 where the finite differe
 
 What. W_t = H_t scaled to a mean eigenvalue of 1 (so the loss keeps its scale, and what a step weighs against
 another is left to the data), its eigenvalues clamped to [``floor``, ``cap``] (the contact steps' outliers do not
-take over a batch) and scaled again: ``action_weights``. The distillation's log-likelihood then reads
--0.5 e' W_t e / std^2 for e the action error (``priors.npmp.model.NPMP.loss``; W = I is the plain loss). A departure
+take over a batch) and scaled again: ``action_weights``. The distillation's log-likelihood is then that of
+N(mean, std^2 W_t^-1): -0.5 e' W_t e / std^2 + 0.5 log det W_t + const for e the action error
+(``priors.npmp.model.NPMP.loss``; W = I is the plain loss; the normaliser does not change the gradients). A departure
 from seed 000, whose eq 8.3 weighs every action dimension alike; a quadratic version of AggreVaTe's cost-to-go
 weighting (Ross and Bagnell 2014) with the law's own cost.
 
 Each step of the data is weighed with its chain's W_t at its time index (the DAgger episodes too: the law labels
 them at that time). The weights live in a file of their own beside the data (``write_law_weights``), checked
-against the data's planner runs when read (``read_law_weights``)::
+against the data's planner runs and laws when read (``read_law_weights``)::
 
     /            attrs: format="probctl-npmp-law-weights", version, data (the data file), floor, cap
-    /<snippet>   [T, A, A] float32: W_t; attrs: commands_sha256 (of the planner run's commands it was computed on)
+    /<snippet>   [T, A, A] float32: W_t; attrs: law_sha256 (``law_digest``: the planner run's commands and the
+                 law's settings it was computed on)
 """
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +38,7 @@ import numpy as np
 from agents.config import ConfigError
 from pipelines.npmp.data import atomic_h5_file
 
-FORMAT, VERSION = "probctl-npmp-law-weights", 1
+FORMAT, VERSION = "probctl-npmp-law-weights", 2   # 2: the digest covers the law's settings
 FLOOR, CAP = 0.1, 10.0
 
 
@@ -52,8 +55,11 @@ def action_weights(hessians: np.ndarray, floor: float = FLOOR, cap: float = CAP)
     return np.einsum("tij,tj,tkj->tik", vectors, values, vectors)
 
 
-def commands_digest(commands: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(commands, np.float64).tobytes()).hexdigest()
+def law_digest(commands: np.ndarray, law: dict) -> str:
+    """What the weights were computed on: the planner run's commands and the law's settings (Q, R, ...)."""
+    digest = hashlib.sha256(np.ascontiguousarray(commands, np.float64).tobytes())
+    digest.update(json.dumps(law, sort_keys=True).encode())
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,7 @@ def run_law_weights_job(job: LawWeightsJob) -> dict:
                             snippet_mocap(found["attrs"]))
     expert.make_env(0).close()   # builds the law around the saved run: no planning
     return {"snippet": job.snippet, "weights": action_weights(expert.tracker.action_hessians, job.floor, job.cap),
-            "digest": commands_digest(found["plan"]["commands"])}
+            "digest": law_digest(found["plan"]["commands"], law)}
 
 
 def write_law_weights(path: Path | str, data: Path | str, results: list[dict], floor: float = FLOOR,
@@ -92,14 +98,20 @@ def write_law_weights(path: Path | str, data: Path | str, results: list[dict], f
         for result in results:
             dataset = f.create_dataset(result["snippet"], data=np.asarray(result["weights"], np.float32),
                                        compression="gzip", shuffle=True)
-            dataset.attrs["commands_sha256"] = result["digest"]
+            dataset.attrs["law_sha256"] = result["digest"]
     return path
 
 
 def read_law_weights(path: Path | str, data: Path | str, snippets: list[str]) -> dict[str, np.ndarray]:
     """snippet -> W [T, A, A] for ``snippets`` of the data file ``data``; ConfigError where the file is not a
-    weights file, lacks a snippet, or was computed on another planner run than the data's."""
+    weights file, lacks a snippet, or was computed on another planner run or law than the data's."""
+    from pipelines.npmp.data import read_laws
+
     path = Path(path)
+    laws = read_laws(data)
+    absent = [s for s in snippets if s not in laws]
+    if absent:
+        raise ConfigError(f"snippets {absent} are not in {data}")
     try:
         with h5py.File(path, "r") as f, h5py.File(data, "r") as d:
             if f.attrs.get("format") != FORMAT or f.attrs.get("version") != VERSION:
@@ -110,9 +122,10 @@ def read_law_weights(path: Path | str, data: Path | str, snippets: list[str]) ->
             out = {}
             for snippet in snippets:
                 commands = d[snippet]["plan"]["commands"][()] if "plan" in d[snippet] else None
-                if commands is None or commands_digest(commands) != f[snippet].attrs["commands_sha256"]:
-                    raise ConfigError(f"{path}'s weights of {snippet} were computed on another planner run than "
-                                      f"{data}'s: compute them again from this data")
+                if commands is None or laws[snippet] is None or \
+                        law_digest(commands, laws[snippet]) != f[snippet].attrs["law_sha256"]:
+                    raise ConfigError(f"{path}'s weights of {snippet} were computed on another planner run or law "
+                                      f"than {data}'s: compute them again from this data")
                 out[snippet] = f[snippet][()]
                 if len(out[snippet]) != len(commands):
                     raise ConfigError(f"{path}'s weights of {snippet} have {len(out[snippet])} steps, its run "

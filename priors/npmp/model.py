@@ -287,8 +287,8 @@ class NPMP(nn.Module):
 
         ``states [B, T, S]``, ``actions [B, T-K, A]``: the last K states only feed the encoder's look-ahead;
         ``targets``, ``context``: the look-ahead's source when it is not the states, and the reference's far
-        states and path (``windows``); ``action_weights [B, T-K, A, A]``: the log-likelihood's squared error
-        e' W e in place of e' e (pipelines/npmp/weights.py; W = I is the plain Gaussian)."""
+        states and path (``windows``); ``action_weights [B, T-K, A, A]``: the log-likelihood of N(mean, std^2 W^-1),
+        its squared error e' W e in place of e' e (pipelines/npmp/weights.py; W = I is the plain Gaussian)."""
         z, kl_terms = self.encode(states, sample=True, targets=targets, context=context)
         T = z.shape[1]
         if actions.shape[1] != T:
@@ -299,7 +299,9 @@ class NPMP(nn.Module):
             return gaussian_log_prob(actions, mean, std), kl_terms, mean
         error = (actions - mean) / std
         squared = torch.einsum("bta,btac,btc->bt", error, action_weights, error)
-        log_lik = -0.5 * squared - torch.log(std).sum(-1) - 0.5 * mean.shape[-1] * math.log(2 * math.pi)
+        # the density of N(mean, std^2 W^-1): its normaliser keeps log_lik comparable with the plain loss's
+        log_lik = (-0.5 * squared + 0.5 * torch.logdet(action_weights) - torch.log(std).sum(-1)
+                   - 0.5 * mean.shape[-1] * math.log(2 * math.pi))
         return log_lik, kl_terms, mean
 
     def loss(self, states: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor | None = None,
