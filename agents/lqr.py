@@ -127,7 +127,7 @@ def riccati(A: np.ndarray, B: np.ndarray, Q: np.ndarray, R: np.ndarray) -> tuple
     sum_t x_t' Q x_t + u_t' R u_t for x_{t+1} = A_t x_t + B_t u_t, and H_t = R + B_t' P_{t+1} B_t is the Hessian of
     the cost-to-go in the step's command: a command off the law's by du costs du' H_t du more (to second order,
     the law acting from the next step on). What a student's command error costs the law's run, direction by
-    direction (``pipelines.npmp.data.action_weights``)."""
+    direction (``pipelines.npmp.weights.action_weights``)."""
     P = Q.copy()
     gains, hessians = np.empty((len(A), B.shape[2], A.shape[1])), np.empty((len(A), B.shape[2], B.shape[2]))
     for t in reversed(range(len(A))):

@@ -35,7 +35,7 @@ from benchmarks.runs import fail, write_json  # noqa: E402
 def feedback_share(model, dataset, batches: int, batch: int, length: int, seed: int, bin_frames: int) -> dict:
     """The numbers of the module docstring for one primitives set on ``dataset`` (an ``NPMPDataset`` with the
     model's look-ahead and, for ``r2_weighted``, action weights)."""
-    commands, last, offsets = dataset.law_commands()
+    commands = dataset.law_commands()
     sums: dict[str, float] = {"error": 0.0, "feedback": 0.0, "cross": 0.0, "error_w": 0.0, "feedback_w": 0.0,
                               "steps": 0.0}
     bins: dict[int, list[float]] = {}
@@ -45,9 +45,8 @@ def feedback_share(model, dataset, batches: int, batch: int, length: int, seed: 
             b = dataset.sample_bc(batch, length, generator, per_snippet=True)
             # the same draw again (same generator seed), for the windows' snippets and time indices
             w = dataset.bc.windows(batch, length, torch.Generator().manual_seed(seed + i), per_snippet=True)
-            snippet = dataset.bc.owner[w.which]
             time = w.time[:, :length]
-            nominal = commands[offsets[snippet, None] + torch.minimum(time, last[snippet, None])]
+            nominal = commands.at(dataset.bc.owner[w.which], time)
             z, _ = model.encode(b.states, sample=False, targets=b.lookahead, context=b.context)
             command = model.decode(b.states[:, :length], z)[0].clamp(-1.0, 1.0)
             mask = b.mask[..., None]
@@ -66,7 +65,7 @@ def feedback_share(model, dataset, batches: int, batch: int, length: int, seed: 
                 totals[1] += ((feedback ** 2) * inside).sum().item()
     if sums["feedback"] == 0:
         raise ValueError("the law's labels equal its run's commands on every step drawn: no feedback to compare with")
-    dims = sums["steps"] * commands.shape[1]
+    dims = sums["steps"] * commands.values.shape[1]
     out = {"r2": 1 - sums["error"] / sums["feedback"], "slope": sums["cross"] / sums["feedback"],
            "feedback_ms": sums["feedback"] / dims, "mse": sums["error"] / dims,
            "r2_by_frames": {f"{start}-{start + bin_frames}": 1 - e / f for start, (e, f) in sorted(bins.items())

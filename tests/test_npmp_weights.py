@@ -149,7 +149,7 @@ def test_the_feedback_benchmark_measures_a_student_against_its_law_s_feedback(tm
     from benchmarks.npmp_feedback import feedback_share, main
     from priors.npmp import save_primitives
 
-    path, _ = _law_data(tmp_path / "d.h5", 20, 3)
+    path, results = _law_data(tmp_path / "d.h5", 20, 3)
     torch.manual_seed(0)
     model = NPMP(NPMPConfig(state_dim=3, action_dim=2, latent_dim=2, encoder_hidden=(8,), decoder_hidden=(8,)))
     save_primitives(model, tmp_path / "p", {"proprio": 3}, clips=list(SNIPPETS))
@@ -170,14 +170,14 @@ def test_the_feedback_benchmark_measures_a_student_against_its_law_s_feedback(tm
             return self.command, None
 
     dataset = data.NPMPDataset(path)
-    commands, last, offsets = dataset.law_commands()
+    runs = {k: torch.as_tensor(r["plan"]["commands"], dtype=torch.float32) for k, r in enumerate(results)}
     batch = dataset.sample_bc(8, 3, torch.Generator().manual_seed(0), per_snippet=True)
     w = dataset.bc.windows(8, 3, torch.Generator().manual_seed(0), per_snippet=True)
     replay = Replay()
     snippet = dataset.bc.owner[w.which]
-    assert len(set(snippet.tolist())) == 2   # both snippets' offsets into the commands are used
-    replay.command = commands[offsets[snippet, None] + torch.minimum(w.time[:, :3], last[snippet, None])] \
-        * batch.mask[..., None]
+    assert len(set(snippet.tolist())) == 2   # both snippets' runs are read
+    replay.command = torch.stack([runs[int(k)][torch.clamp(t, max=len(runs[int(k)]) - 1)]
+                                  for k, t in zip(snippet, w.time[:, :3])]) * batch.mask[..., None]
     assert feedback_share(replay, dataset, 1, 8, 3, 0, 4)["slope"] == pytest.approx(0.0, abs=1e-6)
     no_law, _ = _law_data(tmp_path / "bare.h5", 20, 3, law=None)
     capsys.readouterr()

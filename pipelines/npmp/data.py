@@ -1119,6 +1119,25 @@ def reference_extension(snippet: str, reference, mocap: Path):
     return longer
 
 
+class StepTable:
+    """Per-snippet arrays indexed by a step's time, concatenated on one device (the clips' reference states, the laws'
+    commands and weights): ``at(snippet [B], time [B, L])`` gathers each row's snippet at each time index, the
+    snippet's last entry past its end."""
+
+    def __init__(self, tables: Sequence[torch.Tensor], device: torch.device):
+        self.last = torch.as_tensor([len(table) - 1 for table in tables])
+        self.offsets = torch.cumsum(self.last + 1, 0) - self.last - 1
+        self.values = torch.cat(list(tables)).to(device)
+
+    def to(self, device: torch.device) -> "StepTable":
+        self.values = self.values.to(device)
+        return self
+
+    def at(self, snippet: torch.Tensor, time: torch.Tensor) -> torch.Tensor:
+        index = self.offsets[snippet, None] + torch.minimum(time, self.last[snippet, None])
+        return self.values[index.to(self.values.device)]
+
+
 class NPMPDataset:
     """The HDF5 file of ``collect``, restricted to ``snippets`` (None: all; hold clips out by leaving them out)."""
 
@@ -1165,7 +1184,7 @@ class NPMPDataset:
         self.action_dim = int(self.bc.data["mean_actions"].shape[1])
         self.reference = self.context = None
         self._relabelled: torch.Tensor | None = None   # relabelled(), read on every batch when weighed
-        self._law_commands: tuple | None = None   # law_commands(), read on every batch when the feedback is scaled
+        self._law_commands: StepTable | None = None   # law_commands(), read on every batch when the feedback is scaled
         if reference_mocap is not None and lookahead_source != "reference":
             raise ConfigError("a reference mocap file (--reference-mocap) needs the reference look-ahead "
                               "(lookahead_source 'reference')")
@@ -1175,10 +1194,8 @@ class NPMPDataset:
             missing = [s for s in chosen if s not in action_weights]
             if missing:
                 raise ConfigError(f"no action weights for {missing}")
-            tables = [torch.as_tensor(np.asarray(action_weights[s], np.float32)) for s in chosen]
-            self._weights_last = torch.as_tensor([len(w) - 1 for w in tables])
-            self._weights_offsets = torch.cumsum(self._weights_last + 1, 0) - self._weights_last - 1
-            self.action_weights = torch.cat(tables).to(self.device)
+            self.action_weights = StepTable([torch.as_tensor(np.asarray(action_weights[s], np.float32))
+                                             for s in chosen], self.device)
         if lookahead_source == "reference":
             from pipelines.npmp.evaluate import reference_playback
             from priors.npmp.model import NPMPConfig, reference_context
@@ -1186,14 +1203,12 @@ class NPMPDataset:
             clips = [reference_playback(s, ref_path=snippet_mocap(self.attrs[s])) for s in chosen]
             if reference_mocap is not None:
                 clips = [reference_extension(s, clip, Path(reference_mocap)) for s, clip in zip(chosen, clips)]
-            self._reference_last = torch.as_tensor([len(c.states) - 1 for c in clips])
-            self._reference_offsets = torch.cumsum(self._reference_last + 1, 0) - self._reference_last - 1
-            self.reference = torch.cat([torch.as_tensor(c.states) for c in clips]).to(self.device)
+            self.reference = StepTable([torch.as_tensor(c.states) for c in clips], self.device)
             if self.path_offsets or self.far_offsets:
                 reads = NPMPConfig(self.state_dim, self.action_dim, lookahead=LOOKAHEAD, lookahead_source="reference",
                                    path_offsets=self.path_offsets, far_offsets=self.far_offsets)
-                self.context = torch.cat([reference_context(reads, torch.as_tensor(c.states), torch.as_tensor(c.root))
-                                          for c in clips]).to(self.device)
+                self.context = StepTable([reference_context(reads, torch.as_tensor(c.states), torch.as_tensor(c.root))
+                                          for c in clips], self.device)
         elif lookahead_source != "trajectory":
             raise ConfigError(f"lookahead_source must be 'trajectory' or 'reference', got {lookahead_source!r}")
         elif self.path_offsets or self.far_offsets:
@@ -1204,7 +1219,7 @@ class NPMPDataset:
     def path_table(self) -> torch.Tensor | None:
         """The reference path of every frame of every clip (the context's last part; None without
         ``path_offsets``): what a path's normalisation is fitted to."""
-        return self.context[:, len(self.far_offsets) * self.state_dim:] if self.path_offsets else None
+        return self.context.values[:, len(self.far_offsets) * self.state_dim:] if self.path_offsets else None
 
     def _reference_windows(self, store: _Trajectories, w: Windows) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """The reference states [B, L+K, S] and context (far states and path) [B, L+K, C] at the windows' time
@@ -1212,10 +1227,8 @@ class NPMPDataset:
         if self.reference is None:
             return None, None
         snippet = store.owner[w.which]
-        index = (self._reference_offsets[snippet, None]
-                 + torch.minimum(w.time, self._reference_last[snippet, None])).to(self.device)
-        gather = lambda table: None if table is None else table[index] * w.state_ok[..., None]  # noqa: E731
-        return gather(self.reference), gather(self.context)
+        context = None if self.context is None else self.context.at(snippet, w.time) * w.state_ok[..., None]
+        return self.reference.at(snippet, w.time) * w.state_ok[..., None], context
 
     def to(self, device: torch.device | str) -> "NPMPDataset":
         """Keep the data on ``device`` (batches are gathered where the data lives)."""
@@ -1225,12 +1238,9 @@ class NPMPDataset:
             self.delta_std = self.delta_std.to(device)
             for store in (self.bc, self.nominal):
                 store.data = {k: v.to(device) for k, v in store.data.items()}
-            if self.reference is not None:
-                self.reference = self.reference.to(device)
-            if self.context is not None:
-                self.context = self.context.to(device)
-            if self.action_weights is not None:
-                self.action_weights = self.action_weights.to(device)
+            for table in (self.reference, self.context, self.action_weights, self._law_commands):
+                if table is not None:
+                    table.to(device)
         return self
 
     def sample_bc(self, batch: int, length: int, generator: torch.Generator | None = None,
@@ -1250,18 +1260,11 @@ class NPMPDataset:
         w = self.bc.windows(batch, length, generator, per_snippet, weights)
         states = self.bc.data["states"][w.state_index] * w.state_ok[..., None]
         actions = self.bc.data["mean_actions"][w.action_index] * w.mask[..., None]
+        snippet, time = self.bc.owner[w.which], w.time[:, :length]   # each step's law at its time index
         if feedback_scale != 1.0:
-            commands, last, offsets = self.law_commands()
-            snippet = self.bc.owner[w.which]
-            nominal = commands[(offsets[snippet, None] + torch.minimum(w.time[:, :length], last[snippet, None]))
-                               .to(self.device)]
+            nominal = self.law_commands().at(snippet, time)
             actions = (nominal + feedback_scale * (actions - nominal)) * w.mask[..., None]
-        weights = None
-        if self.action_weights is not None:   # each step's law at its time index
-            snippet = self.bc.owner[w.which]
-            index = self._weights_offsets[snippet, None] + torch.minimum(w.time[:, :length],
-                                                                         self._weights_last[snippet, None])
-            weights = self.action_weights[index.to(self.device)]
+        weights = None if self.action_weights is None else self.action_weights.at(snippet, time)
         return Batch(states, actions, w.mask, *self._reference_windows(self.bc, w), action_weights=weights)
 
     def sample_lfpc(self, batch: int, length: int, perturbations: int, generator: torch.Generator | None = None,
@@ -1292,9 +1295,9 @@ class NPMPDataset:
         return Batch(states.flatten(0, 1), targets.flatten(0, 1), mask.repeat_interleave(P, dim=0),
                      *(repeat(x) for x in self._reference_windows(self.nominal, w)))
 
-    def law_commands(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(u* [sum T, A] on the data's device, last index [snippets], first index [snippets]): the commands of each
-        chosen snippet's planner run, the nominal its LQR law feeds back around (ConfigError without one)."""
+    def law_commands(self) -> StepTable:
+        """The commands u*_t [T, A] of each chosen snippet's planner run, the nominal its LQR law feeds back around
+        (ConfigError without one)."""
         if self._law_commands is None:
             try:
                 with h5py.File(self.file, "r") as f:
@@ -1312,10 +1315,8 @@ class NPMPDataset:
                     runs = [torch.as_tensor(f[s]["plan"]["commands"][()], dtype=torch.float32) for s in self.snippets]
             except (OSError, KeyError) as e:
                 raise ConfigError(f"{self.file} is missing or corrupt ({e.__class__.__name__}: {e})") from None
-            last = torch.as_tensor([len(r) - 1 for r in runs])
-            self._law_commands = (torch.cat(runs), last, torch.cumsum(last + 1, 0) - last - 1)
-        commands, last, offsets = self._law_commands
-        return commands.to(self.device), last, offsets
+            self._law_commands = StepTable(runs, self.device)
+        return self._law_commands
 
     def relabelled(self) -> torch.Tensor:
         """[bc trajectories] bool: True for the episodes DAgger rounds appended (each snippet's last

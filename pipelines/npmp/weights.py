@@ -6,8 +6,9 @@ Gaussian log-likelihood with a fixed std, eq 8.3, is a plain squared error), yet
 and tilt drift 3-5 times as far from their teachers' run as the laws' own rollouts do, their joint angles only 1.2-2
 times (docs/npmp.md, "A committee of students, and what they let drift"). The law's Riccati recursion says what an
 error costs: a command off the law's by du at step t raises the quadratic cost-to-go by du' H_t du, H_t = R + B_t'
-P_{t+1} B_t (``agents.lqr.riccati``). On the kept chains H_t's eigenvalues run from 1 (R: the neck, the clavicles)
-to 20-35 (hips and knees), with rare steps of 10^3-10^6 where the finite differences straddle a foot's contact.
+P_{t+1} B_t (``agents.lqr.riccati``). On the kept chains H_t's eigenvalues run from 1 (R) to a median largest of
+about 27 (both hips' flexion with a knee; by actuator the arms weigh as much as the hips, since the law's cost weighs
+every joint angle), with rare steps of 10^3-10^6 where the finite differences straddle a foot's contact.
 
 What. W_t = H_t scaled to a mean eigenvalue of 1 (so the loss keeps its scale, and what a step weighs against
 another is left to the data), its eigenvalues clamped to [``floor``, ``cap``] (the contact steps' outliers do not
