@@ -188,9 +188,13 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="also push the walker during the episodes: every EVERY seconds a force on its root body for "
                         "DURATION seconds, each component drawn with std SCALE times the body's weight "
                         "(envs/perturb.py; docs/npmp.md, \"A committee of students, and what they let drift\")")
-    r.add_argument("--driver", choices=("primitives", "labeller"), default="primitives",
-                   help="who drives the episodes: the primitives (DAgger), or the labeller itself (with --pushes: "
-                        "its own ways back from where the pushes leave it, appended like a round's episodes)")
+    r.add_argument("--driver", choices=("primitives", "labeller", "mixed"), default="primitives",
+                   help="who drives the episodes: the primitives (DAgger), the labeller itself (with --pushes: "
+                        "its own ways back from where the pushes leave it, appended like a round's episodes), or "
+                        "both (mixed: each command --labeller-share of the label plus the rest of the primitives'; "
+                        "DAgger's mixture policy)")
+    r.add_argument("--labeller-share", type=float, default=None, metavar="BETA",
+                   help="--driver mixed: the labeller's share of each executed command, in (0, 1)")
     r.add_argument("--lqr-set", action="append", default=[], metavar="KEY=VALUE",
                    help="--labeller collected on LQR data: a setting of the labelling law changed from the "
                         "collection's (agents.lqr.LQRConfig, e.g. follow_walker=true)")
@@ -414,7 +418,8 @@ def relabel(args) -> Path:
         raise ConfigError(f"{args.data} was not collected from planner experts (collect --experts mpc): only a "
                           "planner can label the states the primitives visit")
     available = data.read_snippets(args.data)
-    labeller_drives = args.driver == "labeller"
+    labeller_share = driver_share(args)
+    labeller_drives = labeller_share == 1.0
     if labeller_drives:   # no primitives drive: every snippet of the data unless told
         snippets = args.snippets or list(available)
     else:
@@ -445,8 +450,9 @@ def relabel(args) -> Path:
         if law and law.get("periodic"):
             data.looped_stride_of(snippet, mocaps[snippet])
     env_options, ending_meta = ending_options(args)
-    if labeller_drives and args.labeller != "collected":
-        raise ConfigError("--driver labeller needs --labeller collected (a planner driving is what collect does)")
+    if labeller_share and args.labeller != "collected":
+        raise ConfigError(f"--driver {args.driver} needs --labeller collected (a planner driving is what collect "
+                          "does)")
     pushes = None
     if args.pushes:
         pushes = dict(zip(("push_every", "push_duration", "push_scale"), args.pushes))
@@ -458,12 +464,14 @@ def relabel(args) -> Path:
                   **({"labeller": args.labeller, "planner": settings} if args.labeller != "collected" else {}),
                   **({"lqr": _common_or_each(laws)} if args.lqr_set else {}),
                   **({"pushes": pushes} if pushes else {}),
-                  **({"driver": "labeller"} if labeller_drives else {}), **ending_meta}
+                  **({"driver": "labeller"} if labeller_drives else {}),
+                  **({"driver": "mixed", "labeller_share": labeller_share} if 0 < labeller_share < 1 else {}),
+                  **ending_meta}
     meta = {**base_meta, "relabelled": [*base_meta.get("relabelled", []), round_meta]}
     parts = args.out.with_suffix(".parts")
     jobs = [data.RelabelJob(s, str(args.data), str(args.primitives), str(parts / f"{s}.h5"), args.seed + i,
                             args.trajectories, args.action_noise, settings, meta, laws[s], mocaps[s],
-                            args.labeller == "anchored", env_options, pushes, labeller_drives)
+                            args.labeller == "anchored", env_options, pushes, labeller_share)
             for i, s in enumerate(snippets)]
     with RunLock(parts):
         _run_parts(args, data.run_relabel_job, jobs, parts, "relabel")
@@ -472,6 +480,20 @@ def relabel(args) -> Path:
         path = data.write_dataset(args.out, [*relabelled, *unchanged], meta=meta)
     print(f"relabelled data written to {path}")
     return path
+
+
+def driver_share(args) -> float:
+    """The labeller's share of the executed commands that ``relabel --driver`` asks for: 0 (the primitives drive),
+    1 (the labeller) or ``--labeller-share`` (mixed)."""
+    from agents.config import ConfigError
+
+    if args.driver != "mixed":
+        if args.labeller_share is not None:
+            raise ConfigError("--labeller-share needs --driver mixed")
+        return 1.0 if args.driver == "labeller" else 0.0
+    if args.labeller_share is None or not 0.0 < args.labeller_share < 1.0:
+        raise ConfigError(f"--driver mixed needs --labeller-share in (0, 1), got {args.labeller_share}")
+    return float(args.labeller_share)
 
 
 def distill(args) -> Path:

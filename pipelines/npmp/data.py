@@ -392,7 +392,8 @@ def looped_stride_of(snippet: str, mocap: str | None) -> tuple[int, int]:
 
 
 def rollout(expert: Expert, env, action_noise_std: float, rng: np.random.Generator,
-            with_jacobians: bool = False, actor=None, pushes: dict | None = None) -> dict:
+            with_jacobians: bool = False, actor=None, pushes: dict | None = None, labeller_share: float = 0.0
+            ) -> dict:
     """One episode from the clip start executing clip(mu_E(s_t) + N(0, sigma^2), -1, 1) (§8.2); with ``actor``
     (``(t, proprio state) -> command``, e.g. the primitives: ``evaluate.primitives_actor``) the actor's command
     takes mu_E's place in the executed action while mu_E still labels every visited state (DAgger, Ross et al.
@@ -400,6 +401,9 @@ def rollout(expert: Expert, env, action_noise_std: float, rng: np.random.Generat
     ``push_every``, ``push_duration`` and ``push_scale``): random forces on the walker's root body, drawn from
     ``rng``, during the steps they act (a departure from the seed: they move the body's height, speed and tilt,
     which the action noise barely does; docs/npmp.md, "A committee of students, and what they let drift").
+    ``labeller_share`` beta (with ``actor``): the executed command is beta mu_E(s_t) + (1 - beta) actor's, the
+    mixture policy of DAgger's rounds (Ross et al. 2011, pi_i = beta_i pi* + (1 - beta_i) pi_i-hat; blended per
+    step here rather than drawn per step, so that the states visited lie between the expert's and the student's).
 
     Returns numpy arrays ``states [T+1, S]`` (proprio s_0..s_T, the final one included), ``task [T+1, G]``,
     ``mean_actions [T, A]`` (mu_E at each visited state), ``actions [T, A]`` (executed), ``rewards [T]``, and
@@ -407,6 +411,8 @@ def rollout(expert: Expert, env, action_noise_std: float, rng: np.random.Generat
     ``jacobians [T, A, S]``. With sigma = 0 and Jacobians this is the LFPC nominal trajectory (eqs 8.5-8.6)."""
     if not action_noise_std >= 0:
         raise ConfigError(f"action_noise_std must be >= 0, got {action_noise_std}")
+    if not 0.0 <= labeller_share <= 1.0:
+        raise ConfigError(f"labeller_share must lie in [0, 1], got {labeller_share}")
     obs, _ = env.reset(seed=int(rng.integers(2**31)))
     expert.begin_episode()
     flats, mean_actions, actions, rewards, jacobians = [expert.layout.flatten(obs)], [], [], [], []
@@ -423,6 +429,8 @@ def rollout(expert: Expert, env, action_noise_std: float, rng: np.random.Generat
         else:
             mean = expert.mean_command(flats[-1], reference)
         driver = mean if actor is None else actor(len(mean_actions), flats[-1][expert.proprio])
+        if labeller_share:
+            driver = labeller_share * mean + (1.0 - labeller_share) * driver
         command = driver if action_noise_std == 0 else np.clip(
             driver + action_noise_std * rng.standard_normal(driver.shape), -1.0, 1.0)
         obs, reward, terminated, truncated, info = env.step(expert.env_action(command, reference))
@@ -573,7 +581,7 @@ def collect_from(expert, trajectories: int, action_noise_std: float, perturbatio
 def relabel_planner(snippet: str, primitives: str, trajectories: int, action_noise_std: float, seed: int,
                     settings: dict | None = None, lqr: dict | None = None, plan: dict | None = None,
                     mocap: str | None = None, anchored: bool = False, env_options: dict | None = None,
-                    pushes: dict | None = None, labeller_drives: bool = False) -> tuple[dict, dict | None]:
+                    pushes: dict | None = None, labeller_share: float = 0.0) -> tuple[dict, dict | None]:
     """DAgger data for one snippet: ``trajectories`` episodes driven by the primitives (closed loop on the clip's
     reference, action noise ``action_noise_std``), every visited state labelled by the planner. A departure from
     the seed (its BC data, eq 8.4, visits only states of the noisy expert): the primitives' own mistakes take them
@@ -583,19 +591,22 @@ def relabel_planner(snippet: str, primitives: str, trajectories: int, action_noi
     that law instead of searching again. With ``lqr`` the labels are the LQR
     law's, with ``anchored`` the planner's warm-started from its own run (``planner_expert``); ``env_options`` as
     there (``ending="fall"``: the episodes end on a fall only, not where the walker strays from the reference's
-    path); ``pushes`` as in ``rollout``. With ``labeller_drives`` the labeller drives its own episodes instead of the
-    primitives (pushed, its demonstrations of the way back from where the pushes leave it; ``primitives`` unused)."""
+    path); ``pushes`` as in ``rollout``. ``labeller_share`` (``rollout``): 1 has the labeller drive its own episodes
+    instead of the primitives (pushed, its demonstrations of the way back from where the pushes leave it;
+    ``primitives`` unused); between 0 and 1 the two drive together, each command their blend."""
     from pipelines.npmp.evaluate import primitives_actor
     from priors.npmp import load_primitives
 
     if trajectories < 1:
         raise ConfigError(f"need trajectories >= 1, got {trajectories}")
-    model = None if labeller_drives else load_primitives(primitives)[0]
+    if not 0.0 <= labeller_share <= 1.0:
+        raise ConfigError(f"labeller_share must lie in [0, 1], got {labeller_share}")
+    model = None if labeller_share == 1.0 else load_primitives(primitives)[0]
     expert = planner_expert(snippet, settings, lqr, plan, mocap, anchored, env_options)
     env = expert.make_env(seed)
     rng = np.random.default_rng(seed)
     try:
-        episodes = [rollout(expert, env, action_noise_std, rng, pushes=pushes,
+        episodes = [rollout(expert, env, action_noise_std, rng, pushes=pushes, labeller_share=labeller_share,
                             actor=None if model is None else primitives_actor(model, snippet, ref_path=mocap))
                     for _ in range(trajectories)]
     finally:
@@ -814,7 +825,7 @@ class RelabelJob:
     anchored: bool = False
     env_options: dict | None = None
     pushes: dict | None = None   # forces on the walker's root during the episodes (``rollout``)
-    labeller_drives: bool = False   # the labeller's own episodes, not the primitives' (``relabel_planner``)
+    labeller_share: float = 0.0   # 1: the labeller's own episodes; between: blended with the primitives'
 
 
 def run_relabel_job(job: RelabelJob) -> str:
@@ -822,7 +833,7 @@ def run_relabel_job(job: RelabelJob) -> str:
     (result,) = [r for r in read_results(job.data)[0] if r["snippet"] == job.snippet]
     relabelled, plan = relabel_planner(job.snippet, job.primitives, job.trajectories, job.action_noise_std, job.seed,
                                        job.settings, job.lqr, result.get("plan"), job.mocap, job.anchored,
-                                       job.env_options, job.pushes, job.labeller_drives)
+                                       job.env_options, job.pushes, job.labeller_share)
     result = with_relabelled(result, relabelled)
     if plan is not None:   # the same run, plus the periodic law the labeller searched (agents/lqr.py ``saved``)
         result["plan"] = {k: np.asarray(v) for k, v in plan.items()}
