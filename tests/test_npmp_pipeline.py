@@ -197,6 +197,26 @@ def test_lqr_experts_label_with_the_feedback_law_around_the_planners_run(tmp_pat
     assert npmp_main(["relabel", "--data", str(data), "--out", str(tmp_path / "bad.h5"), "--driver", "labeller",
                       "--labeller", "planner"]) == 2
     assert "--driver labeller needs --labeller collected" in capsys.readouterr().err
+    # or both drive (DAgger's mixture): each executed command is the share of the label plus the rest of what the
+    # primitives command at that state, replayed here through a fresh actor over the episode's states
+    blended = tmp_path / "blended.h5"
+    assert npmp_main(["relabel", "--data", str(data), "--primitives", str(primitives), "--out", str(blended),
+                      "--trajectories", "1", "--processes", "1", "--action-noise", "0", "--driver", "mixed",
+                      "--labeller-share", "0.25"]) == 0
+    round_meta = NPMPDataset(blended).meta["relabelled"][-1]
+    assert round_meta["driver"] == "mixed" and round_meta["labeller_share"] == 0.25
+    mixed = NPMPDataset(blended).trajectory(TRAIN, "bc", 2)
+    from pipelines.npmp.evaluate import primitives_actor
+    actor = primitives_actor(load_primitives(primitives)[0], TRAIN)
+    student = np.stack([actor(t, s) for t, s in enumerate(mixed["states"][:-1])])
+    np.testing.assert_allclose(mixed["actions"], 0.25 * mixed["mean_actions"] + 0.75 * student, atol=1e-5)
+    assert np.abs(mixed["actions"] - mixed["mean_actions"]).max() > 1e-3   # the primitives did take part
+    for bad, message in ((["--driver", "mixed"], "--labeller-share in (0, 1)"),
+                         (["--driver", "mixed", "--labeller-share", "1"], "--labeller-share in (0, 1)"),
+                         (["--labeller-share", "0.5"], "--labeller-share needs --driver mixed")):
+        capsys.readouterr()
+        assert npmp_main(["relabel", "--data", str(data), "--out", str(tmp_path / "bad.h5"), *bad]) == 2
+        assert message in capsys.readouterr().err
     # a DAgger round continues from the primitives: their normalisation kept, their own training recorded
     continued = tmp_path / "continued"
     assert npmp_main(["distill", "--data", str(relabelled), "--init", str(primitives), "--distill-steps", "2",
