@@ -1,6 +1,7 @@
 """The NPMP pipeline end to end at toy scale (issue #6): two real tracking experts trained on Ray (one distilled, one
 held out), noisy-rollout and LFPC data, a tiny NPMP distilled by BC and by LFPC, one-shot imitation and latent
 optimisation, then ``train.py --env humanoid --agent npmp`` on the resulting primitives file."""
+import dataclasses
 import json
 import subprocess
 import sys
@@ -227,10 +228,16 @@ def test_lqr_experts_label_with_the_feedback_law_around_the_planners_run(tmp_pat
     assert second_meta["distill"]["lr_schedule"] == "cosine" and first_meta["distill"]["lr_schedule"] == "constant"
     assert second_meta["distill"]["windows"] == "snippets" and first_meta["distill"]["windows"] == "steps"
     assert second_meta["continued_from"]["data"] == first_meta["data"] and second_meta["data"].endswith("dagger.h5")
-    capsys.readouterr()   # continuing takes the primitives' own beta; asking for another is an error, not ignored
-    assert npmp_main(["distill", "--data", str(relabelled), "--init", str(primitives), "--beta", "1.0",
-                      "--distill-steps", "2", "--batch", "4", "--out", str(tmp_path / "other-beta")]) == 2
-    assert "cannot apply" in capsys.readouterr().err and not (tmp_path / "other-beta").exists()
+    # continuing takes the primitives' own beta unless told another: then the same networks under the new one
+    assert npmp_main(["distill", "--data", str(relabelled), "--init", str(primitives), "--beta", "0.01",
+                      "--distill-steps", "1", "--batch", "4", "--out", str(tmp_path / "other-beta")]) == 0
+    other_beta, other_meta = load_primitives(tmp_path / "other-beta")
+    assert other_beta.config == dataclasses.replace(first.config, beta=0.01) and other_meta["beta"] == 0.01
+    assert other_meta["beta_changed"] == [0.1, 0.01]
+    capsys.readouterr()
+    assert npmp_main(["distill", "--data", str(relabelled), "--init", str(primitives), "--beta", "-1",
+                      "--distill-steps", "2", "--batch", "4", "--out", str(tmp_path / "bad-beta")]) == 2
+    assert "--beta must be >= 0" in capsys.readouterr().err and not (tmp_path / "bad-beta").exists()
     # collections of other snippets made elsewhere (another seed) merge into one; the same snippet twice, or
     # data collected with other settings, is one clear error
     other, merged = tmp_path / "other.h5", tmp_path / "merged.h5"

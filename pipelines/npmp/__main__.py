@@ -108,7 +108,8 @@ def _distill_args(p):
     p.add_argument("--out", type=Path, default=ROOT / "data" / "primitives" / "npmp")
     p.add_argument("--scheme", choices=("bc", "lfpc"), default="bc")
     p.add_argument("--beta", type=float, default=None,
-                   help="weight of the KL to the AR(1) prior (default 0.1; with --init, the initial primitives' own)")
+                   help="weight of the KL to the AR(1) prior (default 0.1; with --init, the initial primitives' own "
+                        "unless given: a continuation may change it, the networks are kept)")
     p.add_argument("--distill-steps", type=int, default=2000)
     p.add_argument("--batch", type=int, default=64, help="BC subsequences per update (thesis: 512)")
     p.add_argument("--lr", type=float, default=1e-4, help="Adam's learning rate (thesis: 1e-4)")
@@ -497,6 +498,8 @@ def driver_share(args) -> float:
 
 
 def distill(args) -> Path:
+    import dataclasses
+
     from agents.config import ConfigError
     from priors.npmp import NPMPConfig
     from pipelines.npmp.data import NPMPDataset, read_meta, snippet_mocap
@@ -506,6 +509,8 @@ def distill(args) -> Path:
         raise ModuleFileError(f"no NPMP data at {args.data} (run `python -m pipelines.npmp collect`)")
     if not args.relabelled_weight > 0:   # before the data is read
         raise ConfigError(f"--relabelled-weight must be > 0, got {args.relabelled_weight}")
+    if args.beta is not None and not args.beta >= 0:
+        raise ConfigError(f"--beta must be >= 0, got {args.beta}")
     if args.snippets is None or args.held_out is None:   # the split the data was collected with
         collected = NPMPDataset(args.data)
         args.held_out = args.held_out if args.held_out is not None else list(collected.meta.get("held_out", []))
@@ -545,9 +550,6 @@ def distill(args) -> Path:
                           action_weights=weights)
     if initial is not None:
         model_config = initial.config
-        if args.beta is not None and args.beta != model_config.beta:
-            raise ConfigError(f"{args.init} was distilled with beta = {model_config.beta}; --init continues it with "
-                              f"its own settings, so --beta {args.beta} cannot apply (distil afresh without --init)")
         if model_config.lookahead_source != args.lookahead or model_config.state_dim != dataset.state_dim:
             raise ConfigError(f"{args.init} reads a {model_config.lookahead_source} look-ahead of "
                               f"{model_config.state_dim} states; {args.data} gives {args.lookahead} and "
@@ -563,6 +565,10 @@ def distill(args) -> Path:
         if far_offsets != initial.config.far_offsets:
             initial = initial.with_far(far_offsets)
             provenance["far_added"] = list(far_offsets)
+        if args.beta is not None and args.beta != initial.config.beta:
+            # beta weighs the loss only: the networks continue as they are under the new objective
+            provenance["beta_changed"] = [initial.config.beta, args.beta]
+            initial.config = dataclasses.replace(initial.config, beta=args.beta)
         model_config = initial.config
         initial.requires_grad_(True)
     else:
