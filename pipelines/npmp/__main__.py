@@ -465,9 +465,8 @@ def relabel(args) -> Path:
                   **({"labeller": args.labeller, "planner": settings} if args.labeller != "collected" else {}),
                   **({"lqr": _common_or_each(laws)} if args.lqr_set else {}),
                   **({"pushes": pushes} if pushes else {}),
-                  **({"driver": "labeller"} if labeller_drives else {}),
-                  **({"driver": "mixed", "labeller_share": labeller_share} if 0 < labeller_share < 1 else {}),
-                  **ending_meta}
+                  **({"driver": args.driver} if args.driver != "primitives" else {}),
+                  **({"labeller_share": labeller_share} if args.driver == "mixed" else {}), **ending_meta}
     meta = {**base_meta, "relabelled": [*base_meta.get("relabelled", []), round_meta]}
     parts = args.out.with_suffix(".parts")
     jobs = [data.RelabelJob(s, str(args.data), str(args.primitives), str(parts / f"{s}.h5"), args.seed + i,

@@ -599,8 +599,6 @@ def relabel_planner(snippet: str, primitives: str, trajectories: int, action_noi
 
     if trajectories < 1:
         raise ConfigError(f"need trajectories >= 1, got {trajectories}")
-    if not 0.0 <= labeller_share <= 1.0:
-        raise ConfigError(f"labeller_share must lie in [0, 1], got {labeller_share}")
     model = None if labeller_share == 1.0 else load_primitives(primitives)[0]
     expert = planner_expert(snippet, settings, lqr, plan, mocap, anchored, env_options)
     env = expert.make_env(seed)
